@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m detect.bench {model,data,train,val} ...` print figures; they never pass or fail."""

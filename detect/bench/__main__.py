@@ -1,0 +1,25 @@
+"""Dispatch `python -m detect.bench <what> ...` to the benchmark module `detect.bench.<what>`."""
+
+import importlib
+import sys
+
+BENCHMARKS = {
+    "model": "parameters, GFLOPs and forward latency of a cfg",
+    "data": "training-loader throughput and memory per worker",
+    "train": "training-step throughput and peak memory",
+    "val": "inference, NMS and COCOeval throughput",
+}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in BENCHMARKS:
+        lines = "\n".join(f"  {k:6s} {v}" for k, v in BENCHMARKS.items())
+        print(f"usage: python -m detect.bench <benchmark> [options]\n\nbenchmarks:\n{lines}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(f"detect.bench.{argv[0]}")
+    return module.main(argv[1:]) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
