@@ -1,0 +1,148 @@
+"""The YOLO loss for Darknet `[yolo]` heads: box (GIoU/DIoU/CIoU), objectness BCE with an IoU target, class BCE.
+
+The loss decodes the matched predictions with exactly the head's rules (docs/darknet-format.md §3.2):
+* ``new_coords=0``: offset ``sigmoid(t)*s - (s-1)/2``, size ``exp(t)*anchor``, obj/class are logits;
+* ``new_coords=1``: the conv already applied the logistic: offset ``p*s - (s-1)/2``, size ``(2p)^2*anchor``,
+  obj/class are probabilities.
+
+Every part is a mean over the local batch (box and class over positives, objectness over all slots), so the loss of a
+global batch does not depend on how it is split across ranks; DDP averages the gradients. The hyp gains
+``box``/``obj``/``cls`` weight the parts. The cfg's Darknet normalizers (``iou_normalizer`` etc.) scale Darknet's own
+summed gradients and are not used; the head's ``iou_loss`` (giou/diou/ciou) and ``label_smooth_eps`` are.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from detect.assign import HeadSpec, HeadTargets, build_targets
+from detect.boxes import aligned_iou
+
+# Objectness weight per head stride: fine heads see many small, easy negatives (same idea as YOLOv5's balance).
+DEFAULT_OBJ_BALANCE = {8: 4.0, 16: 1.0, 32: 0.4, 64: 0.1}
+IOU_KINDS = ("iou", "giou", "diou", "ciou")
+_MAX_LOG_SCALE = math.log(1000.0)  # exp(t) beyond this is a diverged prediction; keep the loss finite
+
+
+@dataclass
+class LossConfig:
+    box: float = 0.05
+    obj: float = 1.0
+    cls: float = 0.5
+    anchor_t: float = 4.0
+    iou_loss: str = "ciou"  # used when a head's iou_loss is mse (Darknet's default), i.e. not an IoU kind
+    label_smoothing: float | None = None  # overrides every head's label_smooth_eps when set
+    obj_iou_ratio: float = 1.0  # objectness target = (1-r) + r*IoU
+    obj_balance: dict | None = None  # stride -> weight
+
+    @classmethod
+    def from_hyp(cls, hyp: dict) -> "LossConfig":
+        cfg = cls(box=float(hyp.get("box", 0.05)), obj=float(hyp.get("obj", 1.0)), cls=float(hyp.get("cls", 0.5)),
+                  anchor_t=float(hyp.get("anchor_t", 4.0)), iou_loss=str(hyp.get("iou_loss", "ciou")),
+                  label_smoothing=hyp.get("label_smoothing"), obj_iou_ratio=float(hyp.get("obj_iou_ratio", 1.0)),
+                  obj_balance=hyp.get("obj_balance"))
+        if cfg.iou_loss not in IOU_KINDS:
+            raise ValueError(f"hyp iou_loss must be one of {IOU_KINDS}, got {cfg.iou_loss!r}")
+        return cfg
+
+
+def decode_positives(raw: torch.Tensor, head: HeadSpec, t: HeadTargets, stride_xy: torch.Tensor) -> torch.Tensor:
+    """Boxes (cx, cy relative to the cell's corner, w, h; input pixels) of the matched slots: [P, 4]."""
+    p = raw[t.image, t.anchor, t.gy, t.gx, :4]
+    s = head.scale_x_y
+    if head.new_coords:
+        xy = p[:, :2] * s - 0.5 * (s - 1.0)
+        wh = (2.0 * p[:, 2:4]) ** 2 * t.anchor_wh
+    else:
+        xy = p[:, :2].sigmoid() * s - 0.5 * (s - 1.0)
+        wh = p[:, 2:4].clamp(max=_MAX_LOG_SCALE).exp() * t.anchor_wh
+    return torch.cat([xy * stride_xy, wh], 1)
+
+
+def bce(pred: torch.Tensor, target: torch.Tensor, probabilities: bool) -> torch.Tensor:
+    """Mean binary cross-entropy on logits, or on probabilities (new_coords heads) with clamped logs."""
+    if not probabilities:
+        return F.binary_cross_entropy_with_logits(pred, target)
+    eps = 1e-7
+    p = pred.clamp(eps, 1.0 - eps)
+    return -(target * p.log() + (1.0 - target) * (1.0 - p).log()).mean()
+
+
+def objectness_balance(stride: float, table: dict | None) -> float:
+    table = {float(k): float(v) for k, v in (table or DEFAULT_OBJ_BALANCE).items()}
+    nearest = min(table, key=lambda k: abs(math.log2(k) - math.log2(stride)))
+    return table[nearest]
+
+
+class YoloLoss:
+    """`loss(raw_maps, targets, img_hw) -> (total, parts[box, obj, cls] detached)`; total is a scalar mean."""
+
+    def __init__(self, heads: list[HeadSpec], config: LossConfig):
+        self.heads = heads
+        self.config = config
+        for i, h in enumerate(heads):
+            kind = str(h.options.get("iou_loss", "mse"))
+            if kind not in IOU_KINDS and kind != "mse":
+                raise ValueError(f"head {i}: iou_loss {kind!r} is not one of mse, {', '.join(IOU_KINDS)}")
+
+    @classmethod
+    def for_model(cls, model, hyp: dict) -> "YoloLoss":
+        heads = [HeadSpec.from_head(h) for h in model.heads]
+        if not heads:
+            raise ValueError("the model has no [yolo] heads: it cannot be trained as a detector")
+        return cls(heads, LossConfig.from_hyp(hyp))
+
+    def _iou_kind(self, head: HeadSpec) -> str:
+        kind = str(head.options.get("iou_loss", "mse"))
+        return kind if kind in IOU_KINDS else self.config.iou_loss
+
+    def _smoothing(self, head: HeadSpec) -> float:
+        if self.config.label_smoothing is not None:
+            return float(self.config.label_smoothing)
+        return float(head.options.get("label_smooth_eps", 0.0))
+
+    def __call__(self, raw_maps: list[torch.Tensor], targets: torch.Tensor, img_hw: tuple[int, int]):
+        if len(raw_maps) != len(self.heads):
+            raise ValueError(f"{len(raw_maps)} head outputs but the loss knows {len(self.heads)} heads")
+        raw_maps = [r.float() for r in raw_maps]  # losses in float32 even under autocast
+        targets = targets.to(raw_maps[0].device).float()
+        grids = [(int(r.shape[2]), int(r.shape[3])) for r in raw_maps]
+        assigned = build_targets(self.heads, targets, grids, img_hw, self.config.anchor_t)
+        zero = raw_maps[0].new_zeros(())
+        box_loss, obj_loss, cls_loss = zero.clone(), zero.clone(), zero.clone()
+        for raw, head, t, (gh, gw) in zip(raw_maps, self.heads, assigned, grids):
+            stride_xy = raw.new_tensor([img_hw[1] / gw, img_hw[0] / gh])
+            b, o, c = self._head_loss(raw, head, t, stride_xy)
+            box_loss = box_loss + b
+            obj_loss = obj_loss + o * objectness_balance(float(stride_xy.mean()), self.config.obj_balance)
+            cls_loss = cls_loss + c
+        cfg = self.config
+        box_loss, obj_loss, cls_loss = box_loss * cfg.box, obj_loss * cfg.obj, cls_loss * cfg.cls
+        total = box_loss + obj_loss + cls_loss
+        return total, torch.stack([box_loss, obj_loss, cls_loss]).detach()
+
+    def _head_loss(self, raw: torch.Tensor, head: HeadSpec, t: HeadTargets, stride_xy: torch.Tensor):
+        probabilities = head.new_coords
+        obj_target = torch.zeros_like(raw[..., 4])
+        box_loss = cls_loss = raw.new_zeros(())
+        if t.count:
+            pred = decode_positives(raw, head, t, stride_xy)
+            iou = aligned_iou(pred, t.box, kind=self._iou_kind(head), xywh=True)
+            box_loss = (1.0 - iou).mean()
+            r = self.config.obj_iou_ratio
+            score = (1.0 - r) + r * iou.detach().clamp(min=0.0)
+            flat = ((t.image * raw.shape[1] + t.anchor) * raw.shape[2] + t.gy) * raw.shape[3] + t.gx
+            # several ground truths may share a slot: keep the best IoU, deterministically
+            obj_target.view(-1).scatter_reduce_(0, flat, score.to(obj_target.dtype), reduce="amax")
+            num_classes = raw.shape[-1] - 5
+            if num_classes > 1:
+                eps = self._smoothing(head)
+                cls_target = torch.full((t.count, num_classes), 0.5 * eps, device=raw.device)
+                cls_target[torch.arange(t.count, device=raw.device), t.cls] = 1.0 - 0.5 * eps
+                cls_loss = bce(raw[t.image, t.anchor, t.gy, t.gx, 5:], cls_target, probabilities)
+        obj_loss = bce(raw[..., 4], obj_target, probabilities)
+        return box_loss, obj_loss, cls_loss
