@@ -1,0 +1,117 @@
+"""Training checkpoints: plain data (loadable with `torch.load(weights_only=True)`), written atomically by rank 0.
+
+Layout (docs/architecture.md): `model` and `ema` state dicts, `cfg_text`, `names`, `epoch` (epochs completed),
+plus for resuming: `step` (optimiser steps), `batch_in_epoch` (micro-batches of the current epoch already done when
+a run was interrupted mid-epoch), `optimizer`, `scaler`, `ema_updates`, `best_fitness`, `hyp`, `opts`, `rng`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from detect import dist
+
+log = logging.getLogger(__name__)
+
+REQUIRED_RESUME_KEYS = ("model", "optimizer", "epoch", "step", "cfg_text", "opts")
+
+
+def rng_state() -> dict:
+    """Every random generator's state this process uses, as tensors / lists / ints."""
+    np_state = np.random.get_state()
+    py_version, py_internal, py_gauss = random.getstate()
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
+                  "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
+        "python": {"version": py_version, "internal": list(py_internal), "gauss": py_gauss},
+        "cuda": [s for s in torch.cuda.get_rng_state_all()] if torch.cuda.is_available() else [],
+    }
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    n = state["numpy"]
+    np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
+                         n["cached_gaussian"]))
+    p = state["python"]
+    random.setstate((p["version"], tuple(p["internal"]), p["gauss"]))
+    if state.get("cuda") and torch.cuda.is_available():
+        cuda_states = state["cuda"][: torch.cuda.device_count()]
+        torch.cuda.set_rng_state_all(cuda_states)
+
+
+def atomic_save(obj, path: str | Path) -> None:
+    """Write `obj` to `path` via a temp file in the same folder + os.replace: readers never see a partial file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_checkpoint(state: dict, path: str | Path) -> bool:
+    """Rank 0 writes `state` atomically; other ranks do nothing. Returns whether this rank wrote."""
+    if not dist.is_main_process():
+        return False
+    atomic_save(state, path)
+    log.debug("saved %s", path)
+    return True
+
+
+def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
+    """Load a checkpoint with `weights_only=True`, with errors that name the file and what is wrong."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:
+        raise ValueError(f"{path} is not a loadable checkpoint ({type(e).__name__}: {e})") from None
+    if not isinstance(ckpt, dict):
+        raise ValueError(f"{path} holds a {type(ckpt).__name__}, expected a checkpoint dict")
+    return ckpt
+
+
+def check_resumable(ckpt: dict, path: str | Path) -> None:
+    missing = [k for k in REQUIRED_RESUME_KEYS if k not in ckpt]
+    if missing:
+        raise ValueError(f"{path} cannot be resumed: it lacks {', '.join(missing)} (a weights-only file? "
+                         f"use --weights {path} to fine-tune from it instead)")
+
+
+def build_checkpoint(*, model, ema, optimizer, scaler, epoch: int, step: int, batch_in_epoch: int,
+                     best_fitness: float, cfg_text: str, names: list, hyp: dict, opts: dict,
+                     rank_rng: list | None = None) -> dict:
+    """The dict `save_checkpoint` writes. `model` is the bare module; `rank_rng` every rank's `rng_state()`."""
+    return {
+        "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
+        "ema": ema.module.state_dict() if ema is not None else None,
+        "ema_updates": ema.updates if ema is not None else 0,
+        "optimizer": optimizer.state_dict(),
+        "scaler": scaler.state_dict() if scaler is not None else None,
+        "epoch": int(epoch),
+        "step": int(step),
+        "batch_in_epoch": int(batch_in_epoch),
+        "best_fitness": float(best_fitness),
+        "cfg_text": cfg_text,
+        "names": list(names),
+        "hyp": dict(hyp),
+        "opts": dict(opts),
+        "rng": rank_rng or [],
+    }

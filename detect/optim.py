@@ -1,0 +1,120 @@
+"""Optimiser with parameter groups, warm-up (Darknet's burn_in) and cosine / step learning-rate schedules.
+
+The schedule is a pure function of the optimiser step, so a resumed run sets exactly the learning rate and momentum
+an uninterrupted run would have had.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+OPTIMIZERS = ("sgd", "adamw")
+SCHEDULES = ("cos", "step", "constant")
+
+
+def parameter_groups(model: nn.Module) -> tuple[list, list, list]:
+    """(decayed weights, BatchNorm weights, biases): only conv/linear weights get weight decay."""
+    decay, bn_weights, biases = [], [], []
+    seen = set()
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            if not p.requires_grad or id(p) in seen:
+                continue
+            seen.add(id(p))
+            if name == "bias":
+                biases.append(p)
+            elif isinstance(module, (nn.modules.batchnorm._BatchNorm, nn.GroupNorm, nn.LayerNorm)):
+                bn_weights.append(p)
+            else:
+                decay.append(p)
+    return decay, bn_weights, biases
+
+
+def build_optimizer(model: nn.Module, name: str, lr: float, momentum: float, weight_decay: float
+                    ) -> torch.optim.Optimizer:
+    """SGD (Nesterov) or AdamW with groups 0: decayed weights, 1: BN weights, 2: biases (no decay on 1 and 2)."""
+    if name not in OPTIMIZERS:
+        raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {name!r}")
+    decay, bn_weights, biases = parameter_groups(model)
+    if not (decay or bn_weights or biases):
+        raise ValueError("no trainable parameters (is every layer frozen?)")
+    groups = [{"params": decay, "weight_decay": weight_decay, "group": "weights"},
+              {"params": bn_weights, "weight_decay": 0.0, "group": "bn"},
+              {"params": biases, "weight_decay": 0.0, "group": "bias"}]
+    if name == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True)
+    return torch.optim.AdamW(groups, lr=lr, betas=(momentum, 0.999))
+
+
+@dataclass
+class LRSchedule:
+    """Learning rate and momentum per optimiser step.
+
+    Warm-up over `warmup_steps`: factor (step/warmup)^power (Darknet burn_in uses power 4; 1 is linear); the bias group
+    starts from `warmup_bias_lr` and comes down to the scheduled lr; momentum rises from `warmup_momentum`.
+    After warm-up: `cos` goes from lr0 to lr0*lrf along a half cosine, `step` multiplies by each of `scales` once
+    progress passes the matching fraction in `steps` (Darknet's steps policy), `constant` keeps lr0.
+    """
+
+    lr0: float
+    total_steps: int
+    warmup_steps: int = 0
+    kind: str = "cos"
+    lrf: float = 0.01
+    steps: tuple = (0.8, 0.9)
+    scales: tuple = (0.1, 0.1)
+    momentum: float = 0.937
+    warmup_momentum: float = 0.8
+    warmup_bias_lr: float = 0.1
+    warmup_power: float = 1.0
+
+    def __post_init__(self):
+        if self.kind not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.kind!r}")
+        if len(self.steps) != len(self.scales):
+            raise ValueError(f"hyp steps {list(self.steps)} and scales {list(self.scales)} must have the same length")
+        if self.total_steps < 1:
+            raise ValueError(f"the run has {self.total_steps} optimiser steps; it needs at least one")
+
+    def scheduled_factor(self, step: int) -> float:
+        progress = min(max(step / self.total_steps, 0.0), 1.0)
+        if self.kind == "cos":
+            return self.lrf + (1.0 - self.lrf) * 0.5 * (1.0 + math.cos(math.pi * progress))
+        if self.kind == "step":
+            factor = 1.0
+            for at, scale in zip(self.steps, self.scales):
+                if progress >= at:
+                    factor *= scale
+            return factor
+        return 1.0
+
+    def values(self, step: int) -> tuple[list[float], float]:
+        """([lr of group 0, 1, 2], momentum) at optimiser step `step` (0-based)."""
+        lr = self.lr0 * self.scheduled_factor(step)
+        if step >= self.warmup_steps or self.warmup_steps == 0:
+            return [lr, lr, lr], self.momentum
+        w = (step / self.warmup_steps) ** self.warmup_power
+        lin = step / self.warmup_steps
+        bias_lr = self.warmup_bias_lr + (lr - self.warmup_bias_lr) * lin
+        momentum = self.warmup_momentum + (self.momentum - self.warmup_momentum) * lin
+        return [lr * w, lr * w, bias_lr], momentum
+
+    def apply(self, optimizer: torch.optim.Optimizer, step: int) -> float:
+        """Set lr and momentum (AdamW: beta1) of every group for `step`; returns the weights' lr."""
+        lrs, momentum = self.values(step)
+        for group, lr in zip(optimizer.param_groups, lrs):
+            group["lr"] = lr
+            if "momentum" in group:
+                group["momentum"] = momentum
+            elif "betas" in group:
+                group["betas"] = (momentum, group["betas"][1])
+        return lrs[0]
+
+
+def accumulation_steps(nominal_batch: int, batch_per_process: int, world_size: int) -> int:
+    """Micro-batches per optimiser step so that one step sees about `nominal_batch` images in total."""
+    return max(round(nominal_batch / (batch_per_process * world_size)), 1)
