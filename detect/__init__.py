@@ -1,0 +1,5 @@
+"""YOLO-style detection training on Darknet .cfg models."""
+
+from .darknet import Darknet
+
+__all__ = ["Darknet"]

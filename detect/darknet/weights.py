@@ -1,0 +1,208 @@
+"""Darknet `.weights` read/write (reference §4) and fine-tuning transfer from `.weights` or `.pt` checkpoints.
+
+A `.weights` file has no layout of its own: it is read with the layer list of the cfg it was written for. For a
+model built with `num_classes=`, that is the cfg before the rewrite (`model.source_cfg_text`); arrays whose
+shapes then differ from the model's (the heads) are skipped and reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+SAVE_VERSION = (0, 2, 5)  # what AlexeyAB's Darknet writes
+_BN_ARRAYS = {"scales", "rolling_mean", "rolling_variance"}
+
+
+def read_header(data: bytes, path) -> tuple[tuple[int, int, int], int, int]:
+    """((major, minor, revision), seen, header bytes): seen is uint64 from version 0.2 on, else uint32."""
+    if len(data) < 16:
+        raise ValueError(f"{path}: {len(data)} bytes is too short for a Darknet weights header")
+    major, minor, revision = (int(v) for v in np.frombuffer(data, "<i4", 3))
+    if major * 10 + minor >= 2:
+        if len(data) < 20:
+            raise ValueError(f"{path}: {len(data)} bytes is too short for a version {major}.{minor} header")
+        return (major, minor, revision), int(np.frombuffer(data, "<u8", 1, 12)[0]), 20
+    return (major, minor, revision), int(np.frombuffer(data, "<u4", 1, 12)[0]), 16
+
+
+def _layer_tensors(model):
+    """(layer index, module, [(array name, tensor)]) for every layer that has arrays in a .weights file."""
+    for i, module in enumerate(model.layers):
+        tensors = module.darknet_tensors() if hasattr(module, "darknet_tensors") else []
+        if tensors:
+            yield i, module, tensors
+
+
+def _layout_model(model):
+    """The model whose layer list describes the file: the cfg as given (before num_classes), shapes only."""
+    if model.source_cfg_text == model.cfg_text:
+        return model
+    from .model import Darknet
+    with torch.device("meta"):
+        return Darknet(model.source_cfg_text, img_size=model.input_size)
+
+
+def _file_array(body, pos, tensor, name, module, transposed_connected, path, index):
+    count = tensor.numel()
+    if pos + count > body.size:
+        raise ValueError(f"{path}: the file ends inside layer {index} ({type(module).__name__}): array '{name}' "
+                         f"needs {count} floats, {body.size - pos} are left")
+    array = body[pos: pos + count]
+    if name == "weights" and getattr(module, "flipped", False):  # stored [(C/groups)·k·k][n]
+        array = array.reshape(-1, tensor.shape[0]).T
+    elif name == "weights" and transposed_connected and tensor.dim() == 2:  # stored [in][out]
+        array = array.reshape(tensor.shape[1], tensor.shape[0]).T
+    return array.reshape(tensor.shape)
+
+
+def read_darknet_arrays(layout, path) -> tuple[dict, dict]:
+    """Read `path` with `layout`'s layer list: ({state-dict name: array}, report). Stops cleanly at a layer
+    boundary at the end of the file (partial files); errors on a mid-layer end or leftover floats."""
+    path = Path(path)
+    data = path.read_bytes()
+    version, seen, header = read_header(data, path)
+    if (len(data) - header) % 4:
+        raise ValueError(f"{path}: body of {len(data) - header} bytes is not a whole number of float32 values")
+    body = np.frombuffer(data, "<f4", offset=header)
+    transposed = version[0] > 1000 or version[1] > 1000
+    names = {id(t): name for name, t in layout.state_dict(keep_vars=True).items()}
+    arrays, pos, stop, last = {}, 0, len(layout.layers), -1
+    for index, module, tensors in _layer_tensors(layout):
+        if module.common["dontload"]:
+            continue
+        if pos == body.size:
+            stop = index
+            break
+        for name, tensor in tensors:
+            if module.common["dontloadscales"] and name in _BN_ARRAYS:
+                continue
+            arrays[names[id(tensor)]] = _file_array(body, pos, tensor, name, module, transposed, path, index)
+            pos += tensor.numel()
+        last = index
+    if pos < body.size:
+        raise ValueError(f"{path}: {body.size - pos} floats are left over after the last layer with weights "
+                         f"(layer {last}); the cfg expects {pos} floats in all. Is this the right cfg?")
+    report = {"path": str(path), "version": version, "seen": seen, "layers_loaded": stop,
+              "total_layers": len(layout.layers), "floats": int(pos), "bytes": len(data),
+              "bytes_consumed": header + 4 * int(pos)}
+    return arrays, report
+
+
+def load_darknet_weights(model, path) -> dict:
+    """Load a Darknet .weights file into `model`; returns a report (layers loaded, floats consumed, skipped)."""
+    if model.fused:
+        raise ValueError("load .weights before fuse(): a fused model has no BatchNorm to receive them")
+    arrays, report = read_darknet_arrays(_layout_model(model), path)
+    report["skipped"] = _copy_matching(model, {k: torch.from_numpy(v.copy()) for k, v in arrays.items()})
+    report["tensors_loaded"] = len(arrays) - len(report["skipped"])
+    model.seen = report["seen"]
+    log.info("%s: loaded %d of %d layers (%d floats, %d of %d bytes), version %s, seen %d%s", path,
+             report["layers_loaded"], report["total_layers"], report["floats"], report["bytes_consumed"],
+             report["bytes"], ".".join(map(str, report["version"])), report["seen"],
+             f"; skipped {len(report['skipped'])} tensors (shape differs)" if report["skipped"] else "")
+    return report
+
+
+def save_darknet_weights(model, path, cutoff: int | None = None) -> None:
+    """Write header (0, 2, 5) + uint64 seen and the arrays of layers 0..cutoff-1 (all by default), atomically."""
+    if model.fused:
+        raise ValueError("cannot save .weights from a fused model: its BatchNorm arrays are gone")
+    count = len(model.layers)
+    cutoff = count if cutoff is None else cutoff
+    if not 0 < cutoff <= count:
+        raise ValueError(f"cutoff={cutoff} must be in 1..{count} (the number of layers)")
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(np.array(SAVE_VERSION, "<i4").tobytes() + np.array([model.seen], "<u8").tobytes())
+        for index, module, tensors in _layer_tensors(model):
+            if index >= cutoff:
+                break
+            for name, tensor in tensors:
+                array = tensor.detach().float().cpu().numpy()
+                if name == "weights" and getattr(module, "flipped", False):
+                    array = array.reshape(array.shape[0], -1).T
+                f.write(np.ascontiguousarray(array, "<f4").tobytes())
+    os.replace(tmp, path)
+    log.info("%s: wrote layers 0..%d", path, cutoff - 1)
+
+
+def _strip_prefixes(state: dict) -> dict:
+    """Keys of a DDP- or torch.compile-wrapped model's state dict, without the wrapper prefixes."""
+    out = {}
+    for key, value in state.items():
+        for prefix in ("module.", "_orig_mod."):
+            while key.startswith(prefix):
+                key = key[len(prefix):]
+        out[key] = value
+    return out
+
+
+def _copy_matching(model, state: dict) -> list[str]:
+    """Copy every tensor whose name and shape match; return descriptions of those skipped."""
+    target = model.state_dict(keep_vars=True)
+    skipped = []
+    with torch.no_grad():
+        for name, value in state.items():
+            if name not in target:
+                skipped.append(f"{name}: not in this model")
+            elif tuple(target[name].shape) != tuple(value.shape):
+                skipped.append(f"{name}: source {tuple(value.shape)} vs model {tuple(target[name].shape)}")
+            else:
+                target[name].copy_(value)
+    return skipped
+
+
+def is_torch_checkpoint(path) -> bool:
+    path = Path(path)
+    if path.suffix in (".pt", ".pth"):
+        return True
+    with open(path, "rb") as f:
+        return f.read(4) == b"PK\x03\x04"  # torch.save's zip container
+
+
+def checkpoint_state_dict(checkpoint) -> dict:
+    """The weights to use from a loaded checkpoint: `ema` when present, else `model`, else a bare state dict."""
+    if isinstance(checkpoint, dict) and ("model" in checkpoint or "ema" in checkpoint):
+        state = checkpoint.get("ema") or checkpoint.get("model")
+        if state is None:
+            raise ValueError("checkpoint has neither 'ema' nor 'model' weights")
+        return state
+    return checkpoint
+
+
+def load_weights(model, path) -> dict:
+    """Fine-tuning transfer from a `.weights` file or a `.pt` checkpoint: every tensor whose name and shape match
+    is copied, the rest keep their initialisation; returns a report with `skipped` (and logs it)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"weights file not found: {path}")
+    if not is_torch_checkpoint(path):
+        return load_darknet_weights(model, path)
+    state = _strip_prefixes(checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True)))
+    skipped = _copy_matching(model, state)
+    missing = sorted(set(model.state_dict()) - set(state))
+    report = {"path": str(path), "tensors_loaded": len(state) - len(skipped), "skipped": skipped,
+              "missing": missing}
+    log.info("%s: loaded %d tensors; %d skipped (shape or name differs), %d model tensors not in the file",
+             path, report["tensors_loaded"], len(skipped), len(missing))
+    for line in skipped:
+        log.info("  skipped %s", line)
+    return report
+
+
+def save_pt(model, path, names=None, ema_state: dict | None = None) -> None:
+    """Write {"model", "ema", "cfg_text", "names"} as plain data (readable with torch.load(weights_only=True))."""
+    path = Path(path)
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    payload = {"model": state, "ema": ema_state, "cfg_text": model.cfg_text, "names": list(names or [])}
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
