@@ -80,7 +80,9 @@ def non_max_suppression(pred: torch.Tensor, conf_thres: float = 0.001, iou_thres
         image_idx, boxes, scores, cls = image_idx[capped], boxes[capped], scores[capped], cls[capped]
 
     num_classes = pred.shape[-1] - 5
-    kept = batched_nms(boxes, scores, image_idx * num_classes + cls, iou_thres)  # best score first
+    # float64 for NMS: batched_nms may offset each group's boxes by group * (max coordinate + 1), and in
+    # float32 such offsets would round the coordinates, making IoUs depend on an image's place in the batch
+    kept = batched_nms(boxes.double(), scores.double(), image_idx * num_classes + cls, iou_thres)  # best first
     grouped, rank = _rank_within_image(image_idx, kept)
     final = grouped[rank < max_det]
     rows = torch.cat((boxes[final], scores[final, None], cls[final, None].float()), dim=1)

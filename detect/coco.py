@@ -1,0 +1,142 @@
+"""COCO result dicts and COCOeval: detections in, the 12 COCO stats and per-class AP out.
+
+pycocotools prints progress to stdout; here that text is captured and sent to the debug log instead, so
+library code stays silent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+
+STAT_NAMES = (
+    "AP@[.50:.95] all maxDets=100", "AP@.50 all maxDets=100", "AP@.75 all maxDets=100",
+    "AP@[.50:.95] small maxDets=100", "AP@[.50:.95] medium maxDets=100", "AP@[.50:.95] large maxDets=100",
+    "AR@[.50:.95] all maxDets=1", "AR@[.50:.95] all maxDets=10", "AR@[.50:.95] all maxDets=100",
+    "AR@[.50:.95] small maxDets=100", "AR@[.50:.95] medium maxDets=100", "AR@[.50:.95] large maxDets=100",
+)
+
+
+@dataclass(frozen=True)
+class ClassAP:
+    name: str
+    images: int     # evaluated images with at least one (non-crowd) instance of the class
+    instances: int  # non-crowd ground-truth boxes of the class
+    ap50: float
+    ap: float       # AP@[.50:.95]
+
+
+def detections_to_rows(det: torch.Tensor, image_id: int, category_ids: Sequence[int]) -> np.ndarray:
+    """Rows (x1, y1, x2, y2, score, class) in original pixels -> float64 [n, 7] rows
+    (image_id, x, y, w, h, score, category_id): compact to gather across ranks, one dict each only at the end.
+
+    Coordinates are rounded to 1/1000 pixel and scores to 5 decimals: far below what changes COCOeval,
+    and it keeps the results json small.
+    """
+    rows = det.detach().to("cpu", torch.float64).numpy()
+    out = np.empty((len(rows), 7), dtype=np.float64)
+    out[:, 0] = image_id
+    out[:, 1:3] = rows[:, 0:2].round(3)
+    out[:, 3:5] = (rows[:, 2:4] - rows[:, 0:2]).round(3)
+    out[:, 5] = rows[:, 4].round(5)
+    out[:, 6] = np.asarray(category_ids, dtype=np.float64)[rows[:, 5].astype(np.int64)]
+    return out
+
+
+def rows_to_results(rows: np.ndarray) -> list[dict]:
+    """[n, 7] rows from `detections_to_rows` -> COCO result dicts (bbox x, y, w, h)."""
+    return [{"image_id": int(r[0]), "category_id": int(r[6]), "bbox": [float(v) for v in r[1:5]],
+             "score": float(r[5])} for r in rows]
+
+
+def sort_rows(rows: np.ndarray) -> np.ndarray:
+    """A fixed order (image, score descending, category, box): COCOeval breaks score ties by input order,
+    so this makes its result independent of how the rows were split across ranks."""
+    order = np.lexsort((rows[:, 4], rows[:, 3], rows[:, 2], rows[:, 1], rows[:, 6], -rows[:, 5], rows[:, 0]))
+    return rows[order]
+
+
+def _quiet(fn, *args):
+    """Call a pycocotools function, moving what it prints to the debug log."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        out = fn(*args)
+    if buffer.getvalue().strip():
+        log.debug("pycocotools: %s", buffer.getvalue().strip())
+    return out
+
+
+def _ground_truth_counts(coco_gt, image_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+    """category id -> (images containing it, instances) among `image_ids`, crowd boxes excluded."""
+    anns = coco_gt.loadAnns(coco_gt.getAnnIds(imgIds=list(image_ids), iscrowd=False))
+    images: dict[int, set] = {}
+    instances: dict[int, int] = {}
+    for a in anns:
+        images.setdefault(a["category_id"], set()).add(a["image_id"])
+        instances[a["category_id"]] = instances.get(a["category_id"], 0) + 1
+    return {cid: (len(images[cid]), instances[cid]) for cid in instances}
+
+
+def _class_ap(precision: np.ndarray, k: int) -> tuple[float, float]:
+    """(AP50, AP50:95) of category index k from COCOeval's precision [T, R, K, area, maxDets]."""
+    p = precision[:, :, k, 0, -1]  # area "all", the largest maxDets (100)
+    valid = p > -1
+    ap = float(p[valid].mean()) if valid.any() else 0.0
+    p50 = p[0][p[0] > -1]
+    return (float(p50.mean()) if p50.size else 0.0), ap
+
+
+def coco_evaluate(coco_gt, results: list[dict], image_ids: Sequence[int], names: Sequence[str],
+                  category_ids: Sequence[int]) -> tuple[list[float], list[ClassAP]]:
+    """Run COCOeval (bbox) over `image_ids`: the 12 stats and AP per class with ground truth.
+
+    No detections at all gives zeros (pycocotools cannot load an empty result list).
+    """
+    from pycocotools.cocoeval import COCOeval
+
+    image_ids = sorted(int(i) for i in image_ids)
+    counts = _ground_truth_counts(coco_gt, image_ids)
+    present = [(k, int(cid)) for k, cid in enumerate(category_ids) if int(cid) in counts]
+    if not results:
+        log.warning("no detections at all: every metric is 0")
+        per_class = [ClassAP(names[k], *counts[cid], 0.0, 0.0) for k, cid in present]
+        return [0.0] * len(STAT_NAMES), per_class
+
+    coco_dt = _quiet(coco_gt.loadRes, results)
+    evaluator = COCOeval(coco_gt, coco_dt, "bbox")
+    evaluator.params.imgIds = image_ids
+    # COCOeval sorts the category ids; precision's class axis follows that order
+    evaluated_ids = sorted({int(c) for c in category_ids})
+    evaluator.params.catIds = evaluated_ids
+    _quiet(evaluator.evaluate)
+    _quiet(evaluator.accumulate)
+    _quiet(evaluator.summarize)
+    # pycocotools reports -1 for "no ground truth"; a metric of nothing is reported as 0 here
+    stats = [max(float(s), 0.0) for s in evaluator.stats]
+    precision = evaluator.eval["precision"]
+    axis = {cid: i for i, cid in enumerate(evaluated_ids)}
+    per_class = [ClassAP(names[k], *counts[cid], *_class_ap(precision, axis[cid])) for k, cid in present]
+    return stats, per_class
+
+
+def format_summary(stats: Sequence[float]) -> str:
+    """The COCO summary as pycocotools prints it, one line per stat."""
+    return "\n".join(f" {name:<34s} = {value:.3f}" for name, value in zip(STAT_NAMES, stats))
+
+
+def format_class_table(per_class: Sequence[ClassAP], num_images: int, stats: Sequence[float]) -> str:
+    """A table: class, images, instances, AP50, AP; first row 'all'."""
+    width = max([len(c.name) for c in per_class] + [5])
+    total = sum(c.instances for c in per_class)
+    lines = [f"{'class':>{width}s} {'images':>7s} {'instances':>9s} {'AP50':>6s} {'AP':>6s}",
+             f"{'all':>{width}s} {num_images:7d} {total:9d} {stats[1]:6.3f} {stats[0]:6.3f}"]
+    lines += [f"{c.name:>{width}s} {c.images:7d} {c.instances:9d} {c.ap50:6.3f} {c.ap:6.3f}" for c in per_class]
+    return "\n".join(lines)

@@ -1,0 +1,152 @@
+"""Sharded COCO evaluation: each rank runs its own batches, rank 0 runs COCOeval, every rank gets the result.
+
+The evaluation loader forms its batches over the whole split and deals whole batches to ranks, so an image is
+computed in the same batch (same shape, same neighbours) whatever the world size: the metrics are identical
+for 1, 2 or 3 processes. Ranks report which images they evaluated; an image seen twice is an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from detect import dist
+from detect.coco import ClassAP, coco_evaluate, detections_to_rows, rows_to_results, sort_rows
+from detect.postprocess import non_max_suppression, scale_to_original
+
+log = logging.getLogger(__name__)
+
+TIMING_KEYS = ("preprocess", "inference", "nms", "cocoeval")
+
+
+@dataclass
+class EvalResult:
+    stats: list[float]  # the 12 COCO numbers (coco.STAT_NAMES)
+    map: float          # AP@[.50:.95]
+    map50: float        # AP@.50
+    per_class: list[ClassAP]  # (name, images, instances, ap50, ap) for each class with ground truth
+    timings: dict[str, float]  # milliseconds per image for each of TIMING_KEYS
+    num_images: int
+    results: list[dict] = field(default_factory=list, repr=False)  # COCO result dicts (for --save-json)
+
+
+@dataclass
+class _ShardOutput:
+    """What one rank sends to rank 0."""
+
+    rows: np.ndarray  # [n, 7] (image_id, x, y, w, h, score, category_id)
+    image_ids: list[int]
+    seconds: dict[str, float]
+
+
+def _meta(meta, key: str):
+    return meta[key] if isinstance(meta, dict) else getattr(meta, key)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _autocast(device: torch.device, half: bool):
+    if half and device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.float16)
+    return contextlib.nullcontext()
+
+
+def run_shard(model: torch.nn.Module, loader, device: torch.device, category_ids, conf_thres: float,
+              iou_thres: float, max_det: int, multi_label: bool, half: bool) -> _ShardOutput:
+    """Inference + NMS over this rank's batches; COCO result dicts in original image pixels."""
+    seconds = dict.fromkeys(("preprocess", "inference", "nms"), 0.0)
+    rows, image_ids = [], []
+    tick = time.perf_counter()
+    for images, _targets, metas in loader:
+        images = images.to(device, non_blocking=True).float().div_(255)
+        _synchronize(device)
+        now = time.perf_counter()
+        seconds["preprocess"] += now - tick
+        tick = now
+        with _autocast(device, half):
+            pred = model(images)
+        _synchronize(device)
+        now = time.perf_counter()
+        seconds["inference"] += now - tick
+        tick = now
+        detections = non_max_suppression(pred, conf_thres, iou_thres, max_det, multi_label)
+        for det, meta in zip(detections, metas):
+            image_id = int(_meta(meta, "image_id"))
+            boxes = scale_to_original(det, _meta(meta, "ratio"), _meta(meta, "pad"), _meta(meta, "orig_size"))
+            rows.append(detections_to_rows(torch.cat((boxes, det[:, 4:6]), dim=1), image_id, category_ids))
+            image_ids.append(image_id)
+        now = time.perf_counter()
+        seconds["nms"] += now - tick
+        tick = now  # the next batch's loading counts as preprocessing
+    return _ShardOutput(np.concatenate(rows) if rows else np.zeros((0, 7)), image_ids, seconds)
+
+
+def _merge_shards(shards: list[_ShardOutput]) -> tuple[np.ndarray, list[int], dict[str, float]]:
+    image_ids = [i for shard in shards for i in shard.image_ids]
+    seconds = {k: sum(shard.seconds[k] for shard in shards) for k in ("preprocess", "inference", "nms")}
+    if len(set(image_ids)) != len(image_ids):
+        unique, counts = np.unique(image_ids, return_counts=True)
+        raise RuntimeError(f"evaluation saw image ids {unique[counts > 1][:10].tolist()} more than once: the "
+                           f"evaluation loader must deal every image to exactly one rank")
+    rows = sort_rows(np.concatenate([shard.rows for shard in shards]))
+    return rows, sorted(image_ids), seconds
+
+
+def _evaluate_on_rank0(shards: list[_ShardOutput], source) -> EvalResult:
+    rows, image_ids, seconds = _merge_shards(shards)
+    coco_gt = source.coco_ground_truth()
+    missing = set(coco_gt.getImgIds()) - set(image_ids)
+    if missing:
+        log.warning("%d ground-truth images were not evaluated (e.g. id %d); metrics cover the %d evaluated",
+                    len(missing), min(missing), len(image_ids))
+    tick = time.perf_counter()
+    results = rows_to_results(rows)
+    stats, per_class = coco_evaluate(coco_gt, results, image_ids, source.names, source.category_ids)
+    seconds["cocoeval"] = time.perf_counter() - tick
+    n = max(len(image_ids), 1)
+    # per-image cost summed over ranks (what one image costs), milliseconds
+    timings = {k: 1000.0 * seconds[k] / n for k in TIMING_KEYS}
+    return EvalResult(stats, stats[0], stats[1], per_class, timings, len(image_ids), results)
+
+
+def evaluate(model: torch.nn.Module, loader, device, conf_thres: float = 0.001, iou_thres: float = 0.6,
+             max_det: int = 300, multi_label: bool = True, half: bool = False) -> EvalResult:
+    """COCO metrics of `model` (the unwrapped / EMA module) over the split of `loader`, on every rank.
+
+    Every rank must call this with its own loader (from build_eval_loader with its rank): the same result is
+    returned everywhere. `half` uses float16 autocast on CUDA (the model itself is not converted).
+    """
+    device = torch.device(device)
+    source = loader.dataset.source
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            shard = run_shard(model, loader, device, source.category_ids, conf_thres, iou_thres, max_det,
+                              multi_label, half)
+    finally:
+        model.train(was_training)
+    shards = dist.all_gather_object(shard)
+    outcome, results = (None, None), []
+    if dist.is_main_process():
+        try:
+            result = _evaluate_on_rank0(shards, source)
+        except Exception as e:  # tell the other ranks instead of leaving them waiting at the broadcast
+            dist.broadcast_object((None, f"{type(e).__name__}: {e}"))
+            raise
+        results, result.results = result.results, []  # only the metrics travel; rank 0 keeps the results
+        outcome = (result, None)
+    result, failure = dist.broadcast_object(outcome)
+    if failure is not None:
+        raise dist.RemoteRankError(f"COCO evaluation failed on rank 0: {failure}")
+    if dist.is_main_process():
+        result.results = results
+    return result
