@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -60,6 +61,21 @@ def atomic_save(obj, path: str | Path) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def copy_atomic(src: str | Path, dst: str | Path) -> None:
+    """Copy a finished checkpoint (e.g. last.pt to best.pt) so that `dst` is never partial."""
+    dst = Path(dst)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    try:
+        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
+            shutil.copyfileobj(inp, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, dst)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -1,0 +1,153 @@
+"""Command-line options of `train.py`, their validation and the hyperparameter file.
+
+Everything a user can get wrong is checked here, before any process group, model or loader is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+from detect.optim import OPTIMIZERS, SCHEDULES
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CFG = ROOT / "cfg" / "yolo-mini.cfg"
+DEFAULT_DATA = ROOT / "data" / "synthetic.yaml"
+DEFAULT_HYP = ROOT / "cfg" / "hyp.yaml"
+AMP_MODES = ("auto", "bf16", "fp16", "off")
+
+# hyp keys the training loop itself reads (the loss and the data module read theirs with their own defaults)
+HYP_DEFAULTS = {
+    "lr0": 0.01, "lrf": 0.01, "momentum": 0.937, "weight_decay": 0.0005,
+    "warmup_epochs": 1.0, "warmup_min_steps": 20, "warmup_momentum": 0.8, "warmup_bias_lr": 0.1,
+    "warmup_power": 1.0, "steps": [0.8, 0.9], "scales": [0.1, 0.1],
+    "ema_decay": 0.9999, "ema_tau": 2000.0, "grad_clip": 10.0, "max_nonfinite": 20,
+}
+
+
+@dataclass
+class TrainOptions:
+    cfg: str = str(DEFAULT_CFG)
+    data: str = str(DEFAULT_DATA)
+    hyp: str = str(DEFAULT_HYP)
+    weights: str | None = None
+    epochs: int = 30
+    batch_size: int = 16
+    img_size: int | None = None
+    device: str = "auto"
+    workers: int = 1
+    project: str = "runs/train"
+    name: str = "exp"
+    exist_ok: bool = False
+    resume: str | None = None
+    sync_bn: str = "auto"
+    freeze: str | None = None
+    seed: int = 0
+    optimizer: str = "sgd"
+    schedule: str = "cos"
+    nbs: int = 64
+    amp: str = "auto"
+    ema: bool = True
+    multi_scale: bool = False
+    eval_interval: int = 1
+    max_batches: int | None = None
+    cache_dir: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = TrainOptions()
+    p = argparse.ArgumentParser(
+        prog="train.py", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Train a Darknet .cfg detector. Same file under `python train.py` (one process) and "
+                    "`torchrun --nproc_per_node=N train.py` (DDP; gloo on CPU, NCCL on CUDA).")
+    p.add_argument("--cfg", default=d.cfg, help="Darknet model .cfg")
+    p.add_argument("--data", default=d.data, help="dataset spec yaml (data/*.yaml)")
+    p.add_argument("--hyp", default=d.hyp, help="hyperparameter yaml (optimiser, loss gains, augmentation)")
+    p.add_argument("--weights", default=None,
+                   help="initial weights: Darknet .weights, a partial backbone (e.g. darknet53.conv.74) or a .pt; "
+                        "every tensor whose shape matches is loaded (fine-tuning onto another class count)")
+    p.add_argument("--epochs", type=int, default=d.epochs, help="epochs to train")
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help="images per process per micro-batch")
+    p.add_argument("--img-size", type=int, default=None, help="training/eval size in pixels (default: cfg [net] width)")
+    p.add_argument("--device", default=d.device, help="auto, cpu, cuda or cuda:N (torchrun: one GPU per local rank)")
+    p.add_argument("--workers", type=int, default=d.workers, help="data-loader workers per process")
+    p.add_argument("--project", default=d.project, help="folder holding the run folders")
+    p.add_argument("--name", default=d.name, help="run folder name under --project (exp, exp2, ... unless --exist-ok)")
+    p.add_argument("--exist-ok", action="store_true", help="reuse an existing run folder instead of a new one")
+    p.add_argument("--resume", nargs="?", const="auto", default=None,
+                   help="continue a run exactly: a last.pt path, or no value for the newest runs/train/*/last.pt")
+    p.add_argument("--sync-bn", default=d.sync_bn, choices=("auto", "on", "off"),
+                   help="SyncBatchNorm: auto = CUDA with more than one process")
+    p.add_argument("--freeze", default=None,
+                   help="'backbone' or N: freeze those layers (weights and BatchNorm statistics)")
+    p.add_argument("--seed", type=int, default=d.seed, help="base seed (shuffle shared, augmentation per rank)")
+    p.add_argument("--optimizer", default=d.optimizer, choices=OPTIMIZERS, help="SGD (Nesterov) or AdamW")
+    p.add_argument("--schedule", default=d.schedule, choices=SCHEDULES,
+                   help="learning-rate schedule after warm-up (step uses hyp steps/scales, Darknet-style)")
+    p.add_argument("--cos", dest="schedule", action="store_const", const="cos", help="same as --schedule cos")
+    p.add_argument("--step", dest="schedule", action="store_const", const="step", help="same as --schedule step")
+    p.add_argument("--nbs", type=int, default=d.nbs, help="nominal batch size reached by gradient accumulation")
+    p.add_argument("--amp", default=d.amp, choices=AMP_MODES,
+                   help="mixed precision on CUDA: auto = bf16 where supported else fp16; ignored on the CPU")
+    p.add_argument("--no-ema", dest="ema", action="store_false", help="evaluate and save the raw weights, no EMA")
+    p.add_argument("--multi-scale", action="store_true", help="random input size per step in [0.5, 1.5] x img size")
+    p.add_argument("--eval-interval", type=int, default=d.eval_interval, help="evaluate every N epochs (and last)")
+    p.add_argument("--max-batches", type=int, default=None, help="stop each epoch after N micro-batches (smoke runs)")
+    p.add_argument("--cache-dir", default=None, help="label cache / generated-data folder (default: the data module's)")
+    return p
+
+
+def _positive(name: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if value is None or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value}")
+
+
+def validate(opts: TrainOptions) -> TrainOptions:
+    """Fail early, naming the flag and what would be right."""
+    _positive("--epochs", opts.epochs)
+    _positive("--batch-size", opts.batch_size)
+    _positive("--nbs", opts.nbs)
+    _positive("--eval-interval", opts.eval_interval)
+    _positive("--max-batches", opts.max_batches, allow_none=True)
+    if opts.workers < 0:
+        raise ValueError(f"--workers must be >= 0, got {opts.workers}")
+    if opts.img_size is not None and (opts.img_size < 32 or opts.img_size % 32):
+        raise ValueError(f"--img-size must be a multiple of 32 (>= 32), got {opts.img_size}")
+    if opts.freeze is not None and opts.freeze != "backbone" and not opts.freeze.isdigit():
+        raise ValueError(f"--freeze must be 'backbone' or a number of layers, got {opts.freeze!r}")
+    for flag, path in (("--cfg", opts.cfg), ("--data", opts.data), ("--hyp", opts.hyp)):
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{flag} {path}: no such file")
+    if opts.weights is not None and not Path(opts.weights).is_file():
+        raise FileNotFoundError(f"--weights {opts.weights}: no such file")
+    return opts
+
+
+def parse_options(argv=None) -> TrainOptions:
+    args = build_parser().parse_args(argv)
+    return validate(TrainOptions(**vars(args)))
+
+
+def load_hyp(path: str | Path) -> dict:
+    """The hyp yaml merged over the loop's defaults; unknown types and negative values are rejected."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: not valid YAML ({e})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping of hyperparameters, got {type(raw).__name__}")
+    hyp = {**HYP_DEFAULTS, **raw}
+    for key in ("lr0", "momentum", "weight_decay", "warmup_epochs", "ema_decay", "grad_clip"):
+        if not isinstance(hyp[key], (int, float)) or hyp[key] < 0:
+            raise ValueError(f"{path}: {key} must be a non-negative number, got {hyp[key]!r}")
+    if not 0 <= hyp["ema_decay"] < 1:
+        raise ValueError(f"{path}: ema_decay must be in [0, 1), got {hyp['ema_decay']}")
+    return hyp

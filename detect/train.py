@@ -1,0 +1,297 @@
+"""`train.py` / `detect-train`: build everything from the options and run the loop, under python or torchrun.
+
+    torchrun --nproc_per_node=2 train.py            # the default job: small cfg, synthetic data, CPU or GPU
+    python train.py --cfg cfg/yolov3-tiny.cfg --data data/coco.yaml --weights yolov3-tiny.weights --freeze backbone
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import torch
+import yaml
+
+from detect import dist
+from detect.checkpoint import check_resumable, load_checkpoint
+from detect.ema import ModelEMA
+from detect.log import setup_logging
+from detect.loss import YoloLoss
+from detect.optim import LRSchedule, accumulation_steps, build_optimizer
+from detect.options import TrainOptions, load_hyp, parse_options
+from detect.trainer import Trainer, TrainSetup, TrainState
+
+log = logging.getLogger(__name__)
+
+CSV_FIELDS = ("epoch", "box", "obj", "cls", "lr", "map50", "map", "fitness", "img_s", "time")
+
+
+def find_resume_checkpoint(opts: TrainOptions) -> Path | None:
+    """The checkpoint to resume: --resume PATH, --resume (newest last.pt), or after a torchrun restart."""
+    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
+    if opts.resume not in (None, "auto"):
+        return Path(opts.resume)
+    if opts.resume == "auto" or restarted:
+        found = sorted(Path(opts.project).glob("*/last.pt"), key=lambda p: p.stat().st_mtime)
+        if found:
+            if restarted and opts.resume is None:
+                log.warning("torchrun restarted the group: resuming from %s", found[-1])
+            return found[-1]
+        if opts.resume == "auto":
+            raise FileNotFoundError(f"--resume: no {opts.project}/*/last.pt to resume from")
+    return None
+
+
+def new_run_dir(opts: TrainOptions) -> Path:
+    """runs/train/<name>, or <name>2, <name>3, ... when it exists (unless --exist-ok). Rank 0 decides."""
+    base = Path(opts.project) / opts.name
+    path = base
+    if dist.is_main_process():
+        n = 2
+        while path.exists() and not opts.exist_ok:
+            path, n = Path(f"{base}{n}"), n + 1
+        path.mkdir(parents=True, exist_ok=True)
+    return Path(dist.broadcast_object(str(path)))
+
+
+def backbone_length(model) -> int:
+    """Layers before the straight chain of convolutions that feeds the first [yolo] head."""
+    from detect.darknet.layers import ConvBlock
+    from detect.darknet.yolo import YoloHead
+
+    first_head = next(i for i, m in enumerate(model.layers) if isinstance(m, YoloHead))
+    i = first_head - 1
+    while i >= 0 and isinstance(model.layers[i], ConvBlock):
+        i -= 1
+    return i + 1
+
+
+def freeze_layers(model, spec: str | None) -> list:
+    """Freeze the first layers ('backbone' or N): no gradients, BatchNorm kept in eval. Returns those BN modules."""
+    if spec is None:
+        return []
+    count = backbone_length(model) if spec == "backbone" else int(spec)
+    if count > len(model.layers):
+        raise ValueError(f"--freeze {spec}: the cfg has only {len(model.layers)} layers")
+    frozen_bn = []
+    for layer in list(model.layers)[:count]:
+        for p in layer.parameters():
+            p.requires_grad_(False)
+        frozen_bn += [m for m in layer.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    log.info("froze %d layers (%s)", count, spec)
+    return frozen_bn
+
+
+def build_model(cfg, num_classes: int, weights: str | None, ctx: dist.DistContext):
+    from detect.darknet.model import Darknet
+
+    model = Darknet(cfg, num_classes=num_classes)
+    if model.is_classifier:
+        raise ValueError(f"--cfg {cfg}: a classifier cfg has no [yolo] heads; pick a detection cfg")
+    if weights:
+        from detect.darknet.weights import load_weights
+
+        report = load_weights(model, weights)
+        log.info("loaded %s: %s", weights, report)
+    return model
+
+
+def init_head_priors(model, img_size: int) -> None:
+    """From-scratch start: bias the convs feeding the heads to a low objectness prior (about 8 objects per
+    image spread over each head's cells) and uniform class probabilities, so early steps are not spent there."""
+    from detect.darknet.layers import ConvBlock
+
+    for head in model.heads:
+        feeder = model.layers[head.layer_index - 1]
+        if not isinstance(feeder, ConvBlock) or feeder.conv.bias is None or head.new_coords:
+            continue
+        cells = (img_size / max(head.stride)) ** 2
+        with torch.no_grad():
+            bias = feeder.conv.bias.view(head.num_anchors, -1)
+            bias[:, 4] += math.log(8.0 / cells)
+            bias[:, 5:] += math.log(0.6 / max(head.num_classes - 0.99, 0.01))
+
+
+def set_bn_momentum(model, momentum) -> None:
+    """hyp bn_momentum (PyTorch convention) for every BatchNorm; null keeps the model's (Darknet's 0.01)."""
+    if momentum is None:
+        return
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            m.momentum = float(momentum)
+
+
+def amp_dtype_for(mode: str, device: torch.device) -> torch.dtype | None:
+    if device.type != "cuda" or mode == "off":
+        return None
+    if mode == "bf16" or (mode == "auto" and torch.cuda.is_bf16_supported()):
+        return torch.bfloat16
+    return torch.float16
+
+
+def make_evaluator(spec, img_size: int, batch_size: int, workers: int, stride: int, ctx, cache_dir=None):
+    """A callable(model) -> (mAP@0.5:0.95, metrics) over the val split, or None when the spec has no val split."""
+    from detect.data.loader import build_eval_loader
+    from detect.evaluate import evaluate
+
+    if not getattr(spec, "val", None) and spec.format != "synthetic":
+        log.warning("the data spec has no val split: best.pt follows the training loss")
+        return None
+    loader = build_eval_loader(spec, "val", img_size, batch_size, workers, stride, ctx.rank, ctx.world_size,
+                               cache_dir=cache_dir)
+
+    def run(model):
+        result = evaluate(model, loader, ctx.device)
+        log.info("val: mAP@0.5 %.4f  mAP@0.5:0.95 %.4f (%d images)", result.map50, result.map, result.num_images)
+        return result.map, {"map50": result.map50, "map": result.map}
+
+    return run
+
+
+class ResultsCsv:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __call__(self, row: dict) -> None:
+        new = not self.path.exists()
+        with open(self.path, "a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
+            if new:
+                w.writeheader()
+            w.writerow({k: (f"{row[k]:.6g}" if isinstance(row.get(k), float) else row.get(k, "")) for k in CSV_FIELDS})
+        log.info("epoch %d: box %.4f obj %.4f cls %.4f lr %.2e mAP@0.5 %s (%.1f s)", row["epoch"], row["box"],
+                 row["obj"], row["cls"], row["lr"], f"{row['map50']:.4f}" if "map50" in row else "-", row["time"])
+
+
+def build_setup(opts: TrainOptions, hyp: dict, ctx: dist.DistContext, run_dir: Path, cfg_source,
+                weights: str | None) -> TrainSetup:
+    from detect.data.loader import build_train_loader, open_split
+    from detect.data.spec import load_data_spec
+
+    spec = load_data_spec(opts.data)
+    with dist.rank0_first():  # rank 0 generates data / builds the label cache, the others then read it
+        names = list(open_split(spec, "train", opts.cache_dir).names)
+        if getattr(spec, "val", None) or spec.format == "synthetic":
+            open_split(spec, "val", opts.cache_dir)
+    model = build_model(cfg_source, len(names), weights, ctx)
+    img_size = opts.img_size or max(model.input_size)
+    if img_size % model.max_stride:
+        raise ValueError(f"--img-size {img_size} must be a multiple of the cfg's largest stride {model.max_stride}")
+    if weights is None:  # from scratch (a resumed run overwrites this with its checkpoint)
+        init_head_priors(model, img_size)
+    set_bn_momentum(model, hyp.get("bn_momentum"))
+    frozen_bn = freeze_layers(model, opts.freeze)
+    model.to(ctx.device)
+    channels_last = ctx.device.type == "cuda"
+    if channels_last:
+        model.to(memory_format=torch.channels_last)
+    if dist.use_sync_bn(opts.sync_bn, ctx.device, ctx.world_size):
+        model = dist.convert_sync_bn(model)
+        log.info("BatchNorm converted to SyncBatchNorm across %d processes", ctx.world_size)
+    elif ctx.distributed and ctx.device.type != "cuda":
+        log.info("CPU training: BatchNorm stays per-process (SyncBatchNorm needs CUDA)")
+    ddp_model = dist.wrap_ddp(model, ctx)  # broadcasts rank 0's parameters and buffers
+    ema = ModelEMA(model, float(hyp["ema_decay"]), float(hyp["ema_tau"])) if opts.ema else None
+    loader, sampler = build_train_loader(spec, img_size, opts.batch_size, hyp, opts.workers, model.max_stride,
+                                         ctx.rank, ctx.world_size, opts.seed, cache_dir=opts.cache_dir)
+    evaluate_fn = make_evaluator(spec, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx,
+                                 opts.cache_dir)
+    accumulate = accumulation_steps(opts.nbs, opts.batch_size, ctx.world_size)
+    batches = min(len(loader), opts.max_batches or len(loader))
+    steps_per_epoch = math.ceil(batches / accumulate)
+    # weight decay follows the images per step relative to the nominal batch
+    decay = float(hyp["weight_decay"]) * opts.batch_size * ctx.world_size * accumulate / opts.nbs
+    optimizer = build_optimizer(model, opts.optimizer, float(hyp["lr0"]), float(hyp["momentum"]), decay)
+    total = opts.epochs * steps_per_epoch
+    warmup = min(max(round(float(hyp["warmup_epochs"]) * steps_per_epoch), int(hyp["warmup_min_steps"])),
+                 total // 2)
+    schedule = LRSchedule(lr0=float(hyp["lr0"]), total_steps=total, warmup_steps=warmup, kind=opts.schedule,
+                          lrf=float(hyp["lrf"]), steps=tuple(hyp["steps"]), scales=tuple(hyp["scales"]),
+                          momentum=float(hyp["momentum"]), warmup_momentum=float(hyp["warmup_momentum"]),
+                          warmup_bias_lr=float(hyp["warmup_bias_lr"]), warmup_power=float(hyp["warmup_power"]))
+    amp_dtype = amp_dtype_for(opts.amp, ctx.device)
+    scaler = torch.amp.GradScaler(ctx.device.type, enabled=amp_dtype == torch.float16)
+    multi_scale = None
+    if opts.multi_scale:
+        from detect.data.multiscale import MultiScale
+
+        multi_scale = MultiScale(img_size, model.max_stride, seed=opts.seed)
+    log.info("%s: %d classes, img %d, batch %d x %d processes x %d accumulated, %d steps/epoch, %s%s",
+             Path(str(opts.cfg)).name, len(names), img_size, opts.batch_size, ctx.world_size, accumulate,
+             steps_per_epoch, opts.optimizer, f", AMP {amp_dtype}" if amp_dtype else "")
+    return TrainSetup(ctx=ctx, model=model, ddp_model=ddp_model, loss=YoloLoss.for_model(model, hyp),
+                      optimizer=optimizer, schedule=schedule, scaler=scaler, amp_dtype=amp_dtype, ema=ema,
+                      train_loader=loader, sampler=sampler, accumulate=accumulate, nbs=opts.nbs, epochs=opts.epochs,
+                      hyp=hyp, names=names, opts=opts.to_dict(), run_dir=run_dir, evaluate_fn=evaluate_fn,
+                      frozen_bn=frozen_bn, max_batches=opts.max_batches, multi_scale=multi_scale,
+                      channels_last=channels_last)
+
+
+def prepare(opts: TrainOptions, ctx: dist.DistContext):
+    """(options, hyp, run dir, cfg source, weights, checkpoint to resume or None)."""
+    resume_path = find_resume_checkpoint(opts)
+    if resume_path is None:
+        hyp = load_hyp(opts.hyp)
+        return opts, hyp, new_run_dir(opts), opts.cfg, opts.weights, None
+    ckpt = load_checkpoint(resume_path)
+    check_resumable(ckpt, resume_path)
+    saved = TrainOptions(**{k: v for k, v in ckpt["opts"].items() if k in TrainOptions.__dataclass_fields__})
+    saved.device, saved.workers, saved.resume = opts.device, opts.workers, str(resume_path)
+    log.info("resuming %s from epoch %d, step %d", resume_path, ckpt["epoch"], ckpt["step"])
+    return saved, ckpt["hyp"], resume_path.parent, ckpt["cfg_text"], None, ckpt
+
+
+def run(opts: TrainOptions, ctx: dist.DistContext) -> TrainState:
+    opts, hyp, run_dir, cfg_source, weights, ckpt = prepare(opts, ctx)
+    torch.manual_seed(opts.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
+    setup = build_setup(opts, hyp, ctx, run_dir, cfg_source, weights)
+    torch.manual_seed(opts.seed + 1000 * ctx.rank + 1)  # per-rank stream for anything random in the loop
+    if ctx.is_main and ckpt is None:
+        (run_dir / "opts.yaml").write_text(yaml.safe_dump(opts.to_dict(), sort_keys=False))
+        (run_dir / "hyp.yaml").write_text(yaml.safe_dump(hyp, sort_keys=False))
+    trainer = Trainer(setup, on_epoch_end=ResultsCsv(run_dir / "results.csv"))
+    if ckpt is not None:
+        trainer.restore(ckpt)
+    previous = signal.signal(signal.SIGTERM, _sigterm_handler(trainer))
+    try:
+        state = trainer.fit()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    log.info("done: %s (best fitness %.4f)", run_dir, state.best_fitness)
+    return state
+
+
+def _sigterm_handler(trainer: Trainer):
+    def handle(signum, frame):
+        if trainer.stop_signal:  # a second SIGTERM: stop now
+            raise SystemExit(128 + signum)
+        trainer.stop_signal = True
+
+    return handle
+
+
+def main(argv=None) -> int:
+    try:
+        opts = parse_options(argv)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"train.py: error: {e}", file=sys.stderr)
+        return 2
+    rank, world, _ = dist.env_rank()
+    setup_logging(rank, world)
+    try:
+        ctx = dist.init_distributed(opts.device)
+        run(opts, ctx)
+    except KeyboardInterrupt:
+        log.warning("interrupted")
+        return 130
+    except Exception as e:
+        log.error("training failed: %s: %s", type(e).__name__, e, exc_info=log.isEnabledFor(logging.DEBUG))
+        return 1
+    finally:
+        dist.destroy()
+    return 0

@@ -1,0 +1,291 @@
+"""The training loop: DDP step with accumulation and no_sync, AMP, clipping, EMA, schedule, checkpoints, resume.
+
+`Trainer.fit()` runs the epochs; everything it needs is built by `detect.train` and passed in (`TrainSetup`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from detect import dist
+from detect.checkpoint import build_checkpoint, copy_atomic, rng_state, save_checkpoint, set_rng_state
+from detect.ema import ModelEMA
+from detect.loss import YoloLoss
+from detect.optim import LRSchedule
+
+log = logging.getLogger(__name__)
+
+
+class NonFiniteLossError(RuntimeError):
+    """Raised when the loss stays non-finite for too many micro-batches in a row."""
+
+
+@dataclass
+class TrainSetup:
+    """Everything the loop needs, built by detect.train."""
+
+    ctx: dist.DistContext
+    model: nn.Module  # bare module (what EMA, saving and evaluation use)
+    ddp_model: nn.Module  # DDP wrapper (or the same module with one process)
+    loss: YoloLoss
+    optimizer: torch.optim.Optimizer
+    schedule: LRSchedule
+    scaler: torch.amp.GradScaler
+    amp_dtype: torch.dtype | None
+    ema: ModelEMA | None
+    train_loader: object
+    sampler: object
+    accumulate: int
+    nbs: int
+    epochs: int
+    hyp: dict
+    names: list
+    opts: dict
+    run_dir: Path
+    evaluate_fn: object = None  # callable(model) -> (fitness, metrics dict), same on every rank
+    frozen_bn: list = field(default_factory=list)
+    max_batches: int | None = None
+    multi_scale: object = None
+    channels_last: bool = False
+    progress: bool = True
+
+
+@dataclass
+class TrainState:
+    epoch: int = 0  # epochs completed
+    step: int = 0  # optimiser steps done
+    batch_in_epoch: int = 0  # micro-batches of epoch `epoch` already done (mid-epoch interruption)
+    best_fitness: float = -math.inf
+    epoch_rng: dict | None = None  # this rank's RNG state at the start of the current epoch
+    nonfinite_total: int = 0
+    nonfinite_run: int = 0
+    stop_requested: bool = False
+
+
+class Trainer:
+    def __init__(self, setup: TrainSetup, state: TrainState | None = None, on_epoch_end=None):
+        self.s = setup
+        self.state = state or TrainState()
+        self.on_epoch_end = on_epoch_end  # callable(epoch, row dict) on rank 0 (results.csv)
+        self.stop_signal = False  # set by the SIGTERM handler
+
+    # ---- one micro-batch -------------------------------------------------------------------------------------
+    def _autocast(self):
+        if self.s.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.s.ctx.device.type, dtype=self.s.amp_dtype)
+
+    def _prepare(self, images: torch.Tensor, micro_index: int) -> torch.Tensor:
+        x = images.to(self.s.ctx.device, non_blocking=True).float().div_(255)
+        if self.s.multi_scale is not None:
+            x = self.s.multi_scale.resize(x, self.s.multi_scale.size_for(micro_index))
+        if self.s.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x
+
+    def _agree(self, nonfinite: bool) -> tuple[bool, bool]:
+        """(any rank non-finite, any rank asked to stop): one all-reduce so every rank takes the same branch."""
+        flags = torch.tensor([float(nonfinite), float(self.stop_signal)], device=self.s.ctx.device)
+        dist.all_reduce_sum(flags)
+        return bool(flags[0] > 0), bool(flags[1] > 0)
+
+    def _micro_step(self, images, targets, micro_index: int, sync: bool) -> torch.Tensor | None:
+        """Forward + backward of one micro-batch; None when the loss was non-finite on some rank (skipped)."""
+        x = self._prepare(images, micro_index)
+        no_sync = getattr(self.s.ddp_model, "no_sync", None)
+        sync_ctx = no_sync() if (no_sync is not None and not sync) else contextlib.nullcontext()
+        with sync_ctx:
+            with self._autocast():
+                raw = self.s.ddp_model(x)
+            loss, parts = self.s.loss(raw, targets, (x.shape[2], x.shape[3]))
+            nonfinite, stop = self._agree(not bool(torch.isfinite(loss)))
+            self.state.stop_requested |= stop
+            if nonfinite:
+                return None
+            # gradient of one optimiser step = nbs x the mean over its micro-batches (world-size independent)
+            self.s.scaler.scale(loss * (self.s.nbs / self.s.accumulate)).backward()
+        return parts
+
+    def _optimizer_step(self) -> float:
+        s = self.s
+        lr = s.schedule.apply(s.optimizer, self.state.step)
+        s.scaler.unscale_(s.optimizer)
+        clip = float(s.hyp.get("grad_clip", 0.0))
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(s.model.parameters(), clip)
+        s.scaler.step(s.optimizer)
+        s.scaler.update()
+        s.optimizer.zero_grad(set_to_none=True)
+        if s.ema is not None:
+            s.ema.update(s.model)
+        self.state.step += 1
+        return lr
+
+    def _count_nonfinite(self, parts) -> None:
+        st = self.state
+        if parts is not None:
+            st.nonfinite_run = 0
+            return
+        st.nonfinite_total += 1
+        st.nonfinite_run += 1
+        log.warning("non-finite loss: micro-batch skipped (%d in a row, %d in total)", st.nonfinite_run,
+                    st.nonfinite_total)
+        limit = int(self.s.hyp.get("max_nonfinite", 20))
+        if st.nonfinite_run >= limit:
+            raise NonFiniteLossError(f"the loss was non-finite for {limit} micro-batches in a row (epoch "
+                                     f"{st.epoch}, step {st.step}): lower lr0 in the hyp file, check the labels, "
+                                     f"or try --amp off")
+
+    # ---- one epoch -------------------------------------------------------------------------------------------
+    def _set_train_mode(self) -> None:
+        self.s.model.train()
+        for bn in self.s.frozen_bn:  # frozen layers keep their BatchNorm statistics
+            bn.eval()
+
+    def _batches_in_epoch(self) -> int:
+        n = len(self.s.train_loader)
+        return min(n, self.s.max_batches) if self.s.max_batches else n
+
+    def train_epoch(self) -> dict:
+        s, st = self.s, self.state
+        epoch = st.epoch
+        if st.epoch_rng is not None and st.batch_in_epoch:
+            self._set_rng(st.epoch_rng)  # replay the interrupted epoch's random stream
+        st.epoch_rng = self._rng()
+        s.sampler.set_epoch(epoch)
+        self._set_train_mode()
+        n_batches = self._batches_in_epoch()
+        skip = st.batch_in_epoch
+        sums, counted, images_seen, lr = torch.zeros(3), 0, 0, s.optimizer.param_groups[0]["lr"]
+        bar = self._progress(n_batches, epoch, skip)
+        start = time.perf_counter()
+        for i, (images, targets, _paths) in enumerate(s.train_loader):
+            if i >= n_batches:
+                break
+            if i < skip:
+                continue
+            last_of_window = (i + 1) % s.accumulate == 0 or i == n_batches - 1
+            parts = self._micro_step(images, targets, epoch * n_batches + i, sync=last_of_window)
+            self._count_nonfinite(parts)
+            if parts is not None:
+                sums += parts.cpu()
+                counted += 1
+            images_seen += images.shape[0]
+            if last_of_window:
+                lr = self._optimizer_step()
+                st.batch_in_epoch = i + 1
+                if st.stop_requested:
+                    break
+            if bar is not None:
+                self._update_bar(bar, sums / max(counted, 1), lr, images_seen * s.ctx.world_size, start)
+        if bar is not None:
+            bar.close()
+        mean = dist.all_reduce_mean((sums / max(counted, 1)).to(s.ctx.device)).cpu()
+        return {"box": float(mean[0]), "obj": float(mean[1]), "cls": float(mean[2]), "lr": lr,
+                "img_s": images_seen * s.ctx.world_size / max(time.perf_counter() - start, 1e-9)}
+
+    def _progress(self, total: int, epoch: int, initial: int):
+        if not (self.s.progress and self.s.ctx.is_main):
+            return None
+        from tqdm import tqdm
+
+        return tqdm(total=total, initial=initial, desc=f"epoch {epoch + 1}/{self.s.epochs}", leave=True,
+                    dynamic_ncols=True, mininterval=1.0)
+
+    def _update_bar(self, bar, parts, lr, images, start) -> None:
+        post = {"box": f"{parts[0]:.4f}", "obj": f"{parts[1]:.4f}", "cls": f"{parts[2]:.4f}", "lr": f"{lr:.2e}",
+                "img/s": f"{images / max(time.perf_counter() - start, 1e-9):.1f}"}
+        if self.s.ctx.device.type == "cuda":
+            post["mem"] = f"{torch.cuda.max_memory_allocated(self.s.ctx.device) / 2**30:.2f}G"
+        bar.set_postfix(post, refresh=False)
+        bar.update(1)
+
+    def _rng(self) -> dict:
+        """Process RNG states plus the in-process augmentation generator (loader without workers)."""
+        state = rng_state()
+        aug = getattr(getattr(self.s.train_loader, "dataset", None), "rng", None)
+        if aug is not None and getattr(self.s.train_loader, "num_workers", 1) == 0:
+            state["augment"] = json.dumps(aug.bit_generator.state)
+        return state
+
+    def _set_rng(self, state: dict) -> None:
+        set_rng_state(state)
+        aug = getattr(getattr(self.s.train_loader, "dataset", None), "rng", None)
+        if aug is not None and "augment" in state:
+            aug.bit_generator.state = json.loads(state["augment"])
+
+    # ---- checkpoints -----------------------------------------------------------------------------------------
+    def checkpoint(self, path: Path) -> None:
+        """Collective (every rank gathers its RNG state); rank 0 writes `path` atomically."""
+        st = self.state
+        # mid-epoch: the epoch-start state, so the resumed run replays the same stream; else the current one
+        rng = st.epoch_rng if st.batch_in_epoch else self._rng()
+        every_rng = dist.all_gather_object(rng)
+        if dist.is_main_process():
+            ckpt = build_checkpoint(model=self.s.model, ema=self.s.ema, optimizer=self.s.optimizer,
+                                    scaler=self.s.scaler, epoch=st.epoch, step=st.step,
+                                    batch_in_epoch=st.batch_in_epoch, best_fitness=st.best_fitness,
+                                    cfg_text=self.s.model.cfg_text, names=self.s.names, hyp=self.s.hyp,
+                                    opts=self.s.opts, rank_rng=every_rng)
+            save_checkpoint(ckpt, path)
+
+    def restore(self, ckpt: dict) -> None:
+        """Load a resumable checkpoint into the bare model, EMA, optimiser, scaler and loop state."""
+        s, st = self.s, self.state
+        s.model.load_state_dict(ckpt["model"])
+        if s.ema is not None and ckpt.get("ema") is not None:
+            s.ema.module.load_state_dict(ckpt["ema"])
+            s.ema.updates = int(ckpt.get("ema_updates", 0))
+        s.optimizer.load_state_dict(ckpt["optimizer"])
+        if ckpt.get("scaler") is not None:
+            s.scaler.load_state_dict(ckpt["scaler"])
+        st.epoch, st.step = int(ckpt["epoch"]), int(ckpt["step"])
+        st.batch_in_epoch = int(ckpt.get("batch_in_epoch", 0))
+        st.best_fitness = float(ckpt.get("best_fitness", -math.inf))
+        rngs = ckpt.get("rng") or []
+        if len(rngs) == s.ctx.world_size:
+            st.epoch_rng = rngs[s.ctx.rank]
+            self._set_rng(rngs[s.ctx.rank])
+        else:
+            st.epoch_rng = None
+            log.warning("checkpoint holds RNG states for %d processes, this run has %d: augmentation will differ",
+                        len(rngs), s.ctx.world_size)
+
+    # ---- the run ---------------------------------------------------------------------------------------------
+    def fit(self) -> TrainState:
+        s, st = self.s, self.state
+        while st.epoch < s.epochs:
+            t0 = time.perf_counter()
+            row = self.train_epoch()
+            if st.stop_requested:
+                log.warning("stop requested (SIGTERM): saving %s at epoch %d, batch %d and exiting",
+                            s.run_dir / "last.pt", st.epoch + 1, st.batch_in_epoch)
+                self.checkpoint(s.run_dir / "last.pt")
+                return st
+            st.epoch += 1
+            st.batch_in_epoch = 0
+            final = st.epoch == s.epochs
+            fitness, metrics = None, {}
+            if s.evaluate_fn is not None and (st.epoch % int(s.opts.get("eval_interval", 1)) == 0 or final):
+                fitness, metrics = s.evaluate_fn(s.ema.module if s.ema is not None else s.model)
+            elif s.evaluate_fn is None:  # no evaluator: a loss-based fitness keeps best.pt meaningful
+                fitness = -(row["box"] + row["obj"] + row["cls"])
+            row.update(metrics, epoch=st.epoch, time=time.perf_counter() - t0, fitness=fitness)
+            improved = fitness is not None and fitness > st.best_fitness
+            if improved:
+                st.best_fitness = fitness
+            self.checkpoint(s.run_dir / "last.pt")
+            if improved and dist.is_main_process():
+                copy_atomic(s.run_dir / "last.pt", s.run_dir / "best.pt")
+            if self.on_epoch_end is not None and dist.is_main_process():
+                self.on_epoch_end(row)
+        return st
