@@ -1,0 +1,238 @@
+"""Augmentations with their box transforms: letterbox, mosaic, random affine, HSV jitter, horizontal flip.
+
+Geometry uses continuous corner coordinates (pixel column i spans x in [i, i+1)), the same convention as
+the boxes. A 3x3 matrix M maps input coordinates to output coordinates; `warp` converts it to OpenCV's
+pixel-index convention, so image and boxes move together exactly. Boxes are xyxy float arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import cv2
+import numpy as np
+
+PAD_VALUE = 114  # grey of the letterbox and mosaic borders (uint8)
+
+
+@dataclass(frozen=True)
+class AugmentConfig:
+    """The augmentation keys of cfg/hyp.yaml with their defaults (other hyp keys are ignored)."""
+
+    hsv_h: float = 0.015
+    hsv_s: float = 0.7
+    hsv_v: float = 0.4
+    degrees: float = 0.0
+    translate: float = 0.1
+    scale: float = 0.5
+    shear: float = 0.0
+    fliplr: float = 0.5
+    mosaic: float = 1.0  # probability
+    min_box_size: float = 2.0  # pixels
+    min_area_ratio: float = 0.1  # kept area / area before clipping
+
+    @classmethod
+    def from_hyp(cls, hyp: dict | None) -> "AugmentConfig":
+        hyp = hyp or {}
+        values = {f.name: float(hyp[f.name]) for f in fields(cls) if f.name in hyp}
+        cfg = cls(**values)
+        for name in ("mosaic", "fliplr"):
+            if not 0.0 <= getattr(cfg, name) <= 1.0:
+                raise ValueError(f"hyp {name} is a probability in [0, 1], got {getattr(cfg, name)}")
+        if not 0.0 <= cfg.scale < 1.0:
+            raise ValueError(f"hyp scale must be in [0, 1) (zoom range 1 +- scale), got {cfg.scale}")
+        return cfg
+
+
+def letterbox(image: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, float, tuple[int, int]]:
+    """Fit `image` into `shape` (h, w) keeping its aspect ratio, centred on PAD_VALUE.
+
+    Returns (out, ratio, (left, top)). A point x of the original lands at x * ratio + left (y: * ratio + top)
+    exactly: the resize is given the scale itself (fx=fy=ratio), which OpenCV uses for its mapping, so
+    rounding the output size does not change the scale. Inverse: x = (x' - left) / ratio.
+    """
+    h, w = image.shape[:2]
+    out_h, out_w = shape
+    ratio = min(out_h / h, out_w / w)
+    if ratio != 1.0:
+        interp = cv2.INTER_AREA if ratio < 1 else cv2.INTER_LINEAR
+        image = cv2.resize(image, None, fx=ratio, fy=ratio, interpolation=interp)
+    nh, nw = image.shape[:2]
+    nh, nw = min(nh, out_h), min(nw, out_w)
+    left, top = (out_w - nw) // 2, (out_h - nh) // 2
+    out = np.full((out_h, out_w, 3), PAD_VALUE, dtype=np.uint8)
+    out[top:top + nh, left:left + nw] = image[:nh, :nw]
+    return out, ratio, (left, top)
+
+
+def translation(dx: float, dy: float) -> np.ndarray:
+    return np.array([[1, 0, dx], [0, 1, dy], [0, 0, 1]], dtype=np.float64)
+
+
+def random_affine_matrix(rng: np.random.Generator, in_w: float, in_h: float, out_size: int,
+                         cfg: AugmentConfig) -> np.ndarray:
+    """Centre the input on the origin, rotate+zoom, shear, then move to a jittered output centre."""
+    angle = math.radians(rng.uniform(-cfg.degrees, cfg.degrees))
+    zoom = rng.uniform(1 - cfg.scale, 1 + cfg.scale)
+    cos, sin = math.cos(angle) * zoom, math.sin(angle) * zoom
+    rotate = np.array([[cos, -sin, 0], [sin, cos, 0], [0, 0, 1]])
+    shx, shy = (math.tan(math.radians(rng.uniform(-cfg.shear, cfg.shear))) for _ in range(2))
+    shear = np.array([[1, shx, 0], [shy, 1, 0], [0, 0, 1]])
+    tx, ty = (rng.uniform(0.5 - cfg.translate, 0.5 + cfg.translate) * out_size for _ in range(2))
+    return translation(tx, ty) @ shear @ rotate @ translation(-in_w / 2, -in_h / 2)
+
+
+def warp(image: np.ndarray, matrix: np.ndarray, out_size: int) -> np.ndarray:
+    """Apply a corner-coordinate matrix with OpenCV (whose matrices act on pixel indices = corners - 0.5)."""
+    m = matrix[:2].copy()
+    m[:, 2] += m[:, :2].sum(1) * 0.5 - 0.5
+    return cv2.warpAffine(image, m, (out_size, out_size), flags=cv2.INTER_LINEAR,
+                          borderMode=cv2.BORDER_CONSTANT, borderValue=(PAD_VALUE,) * 3)
+
+
+def transform_boxes(boxes: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """Axis-aligned boxes around the transformed corners of each box: [n,4] -> [n,4]."""
+    if len(boxes) == 0:
+        return boxes.reshape(0, 4).astype(np.float64)
+    x1, y1, x2, y2 = boxes.T.astype(np.float64)
+    xs = np.stack([x1, x2, x2, x1], 1)
+    ys = np.stack([y1, y1, y2, y2], 1)
+    tx = matrix[0, 0] * xs + matrix[0, 1] * ys + matrix[0, 2]
+    ty = matrix[1, 0] * xs + matrix[1, 1] * ys + matrix[1, 2]
+    return np.stack([tx.min(1), ty.min(1), tx.max(1), ty.max(1)], 1)
+
+
+def corners_of(boxes: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """The 4 transformed corners of each box, in order around it: [n, 4, 2]."""
+    x1, y1, x2, y2 = boxes.T.astype(np.float64)
+    pts = np.stack([np.stack([x1, y1], 1), np.stack([x2, y1], 1), np.stack([x2, y2], 1), np.stack([x1, y2], 1)], 1)
+    return pts @ matrix[:2, :2].T + matrix[:2, 2]
+
+
+def transform_clip_boxes(boxes: np.ndarray, matrix: np.ndarray, size: int) -> np.ndarray:
+    """Exact axis-aligned box of (transformed box  intersected with  the [0, size]^2 frame): [n, 4].
+
+    A rotated box cut by the frame is not just its clipped bounding box (that would keep a corner of empty
+    frame). The intersection is convex; its vertices are the box corners inside the frame, the frame corners
+    inside the box, and the crossings of box edges with the frame edges. Invisible boxes get zero area.
+    """
+    if len(boxes) == 0:
+        return np.zeros((0, 4))
+    quad = corners_of(boxes, matrix)  # [n, 4, 2]
+    start, end = quad, np.roll(quad, -1, axis=1)
+    candidates = [quad]
+    frame = np.array([[0, 0], [size, 0], [size, size], [0, size]], dtype=np.float64)
+    # frame corners inside the convex quad: same side of every edge (either orientation)
+    cross = ((end[:, None, :, 0] - start[:, None, :, 0]) * (frame[None, :, None, 1] - start[:, None, :, 1])
+             - (end[:, None, :, 1] - start[:, None, :, 1]) * (frame[None, :, None, 0] - start[:, None, :, 0]))
+    inside = (cross >= -1e-9).all(2) | (cross <= 1e-9).all(2)  # [n, 4 frame corners]
+    candidates.append(np.where(inside[..., None], frame[None], np.nan))
+    for axis in (0, 1):
+        for value in (0.0, float(size)):
+            delta = end[..., axis] - start[..., axis]
+            with np.errstate(divide="ignore", invalid="ignore"):  # edges parallel to the line: no crossing
+                t = (value - start[..., axis]) / delta
+                point = start + t[..., None] * (end - start)
+            point[..., axis] = value
+            candidates.append(np.where(((t >= 0) & (t <= 1))[..., None], point, np.nan))
+    points = np.concatenate(candidates, 1)  # [n, 24, 2]
+    in_frame = ((points >= -1e-6) & (points <= size + 1e-6)).all(2)
+    points = np.where(in_frame[..., None], points, np.nan)
+    visible = in_frame.any(1)
+    out = np.zeros((len(boxes), 4))
+    with np.errstate(all="ignore"):
+        out[visible] = np.concatenate([np.nanmin(points[visible], 1), np.nanmax(points[visible], 1)], 1)
+    return np.clip(out, 0, size)
+
+
+def clip_and_filter(boxes: np.ndarray, reference: np.ndarray, size: int,
+                    cfg: AugmentConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Clip to [0, size]; keep boxes with both sides > min_box_size and enough of `reference`'s area left.
+
+    Returns (clipped boxes [k,4] float32, keep mask [n]).
+    """
+    clipped = np.clip(boxes, 0, size)
+    w, h = clipped[:, 2] - clipped[:, 0], clipped[:, 3] - clipped[:, 1]
+    ref_area = (reference[:, 2] - reference[:, 0]) * (reference[:, 3] - reference[:, 1])
+    keep = (w > cfg.min_box_size) & (h > cfg.min_box_size) & (w * h > cfg.min_area_ratio * ref_area)
+    return clipped[keep].astype(np.float32), keep
+
+
+def augment_hsv(image: np.ndarray, rng: np.random.Generator, cfg: AugmentConfig) -> np.ndarray:
+    """Random hue/saturation/value gains through lookup tables on a BGR uint8 image (in place)."""
+    if not (cfg.hsv_h or cfg.hsv_s or cfg.hsv_v):
+        return image
+    gains = rng.uniform(-1, 1, 3) * (cfg.hsv_h, cfg.hsv_s, cfg.hsv_v) + 1
+    x = np.arange(256, dtype=np.float32)
+    lut_h = ((x * gains[0]) % 180).astype(np.uint8)
+    lut_s = np.clip(x * gains[1], 0, 255).astype(np.uint8)
+    lut_v = np.clip(x * gains[2], 0, 255).astype(np.uint8)
+    h, s, v = cv2.split(cv2.cvtColor(image, cv2.COLOR_BGR2HSV))
+    hsv = cv2.merge((cv2.LUT(h, lut_h), cv2.LUT(s, lut_s), cv2.LUT(v, lut_v)))
+    cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR, dst=image)
+    return image
+
+
+def flip_boxes_lr(boxes: np.ndarray, width: int) -> np.ndarray:
+    out = boxes.copy()
+    out[:, 0], out[:, 2] = width - boxes[:, 2], width - boxes[:, 0]
+    return out
+
+
+def mosaic_placements(rng: np.random.Generator, size: int, shapes: list[tuple[int, int]]):
+    """Where 4 tiles (h, w) go on a 2S x 2S canvas around a random centre.
+
+    Yields (canvas slice y, canvas slice x, tile slice y, tile slice x, offset (dx, dy)) per tile: tile pixel
+    (x, y) lands at canvas (x + dx, y + dy); parts falling off the canvas are cut.
+    """
+    xc, yc = (int(rng.uniform(size * 0.5, size * 1.5)) for _ in range(2))
+    canvas = 2 * size
+    for i, (h, w) in enumerate(shapes):
+        dx = xc - w if i in (0, 2) else xc  # tiles 0, 2 end at the centre column; 1, 3 start there
+        dy = yc - h if i in (0, 1) else yc
+        x1, y1 = max(dx, 0), max(dy, 0)
+        x2, y2 = min(dx + w, canvas), min(dy + h, canvas)
+        yield slice(y1, y2), slice(x1, x2), slice(y1 - dy, y2 - dy), slice(x1 - dx, x2 - dx), (dx, dy)
+
+
+def build_mosaic(rng: np.random.Generator, size: int, tiles: list[np.ndarray], boxes: list[np.ndarray]):
+    """A 2S x 2S mosaic of 4 tiles: (canvas, visible boxes, full boxes) with boxes in canvas coordinates.
+
+    `visible` is each box cut to its tile's part on the canvas; `full` is the uncut box (for the area ratio).
+    """
+    canvas = np.full((2 * size, 2 * size, 3), PAD_VALUE, dtype=np.uint8)
+    visible, full = [], []
+    for tile, b, (cy, cx, ty, tx, (dx, dy)) in zip(tiles, boxes, mosaic_placements(rng, size,
+                                                                                  [t.shape[:2] for t in tiles])):
+        canvas[cy, cx] = tile[ty, tx]
+        moved = b + np.array([dx, dy, dx, dy], dtype=np.float64)
+        full.append(moved)
+        lo = np.array([cx.start, cy.start] * 2, dtype=np.float64)
+        hi = np.array([cx.stop, cy.stop] * 2, dtype=np.float64)
+        visible.append(np.clip(moved, lo, hi))
+    return canvas, np.concatenate(visible), np.concatenate(full)
+
+
+def geometric_augment(rng: np.random.Generator, images: list[np.ndarray], boxes: list[np.ndarray],
+                      classes: list[np.ndarray], size: int, cfg: AugmentConfig):
+    """Mosaic (4 images) or centred single image, then one random affine warp to size x size.
+
+    `images` are already resized to a long side of `size`, `boxes` are in their pixels. Returns
+    (image, boxes [k,4] float32 xyxy, classes [k], matrix input -> output).
+    """
+    if len(images) == 4:
+        source, visible, full = build_mosaic(rng, size, images, boxes)
+        place, frame = np.eye(3), 2 * size
+    else:
+        source, visible = images[0], boxes[0]
+        full = visible
+        h, w = source.shape[:2]
+        place, frame = translation((size - w) / 2, (size - h) / 2), size  # centred in the S x S frame
+    matrix = random_affine_matrix(rng, frame, frame, size, cfg) @ place
+    out = warp(source, matrix, size)
+    visible_out = transform_clip_boxes(visible, matrix, size)
+    cut_off = (visible[:, 2] <= visible[:, 0]) | (visible[:, 3] <= visible[:, 1])  # fell off the mosaic canvas
+    visible_out[cut_off] = 0.0
+    kept, keep = clip_and_filter(visible_out, transform_boxes(full, matrix), size, cfg)
+    return out, kept, np.concatenate(classes)[keep], matrix

@@ -1,0 +1,147 @@
+"""The label cache: one file per split with image sizes and validated labels, built on rank 0 first.
+
+The file is keyed by a content hash (file list, sizes, modification times, label contents, format version);
+a stale, corrupt or foreign cache is rebuilt with one warning line. Writes are atomic (temp file then
+`os.replace`), so a killed build never leaves a half-written cache behind. Storage is a plain `.npz`
+(no pickle): flat arrays plus one JSON string for names, category ids and the bad-input report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from detect.dist import rank0_first
+from detect.data.records import BadInputReport, ImageRecord
+
+log = logging.getLogger(__name__)
+
+CACHE_VERSION = 1
+
+
+@dataclass
+class SplitLabels:
+    records: list[ImageRecord]
+    names: tuple[str, ...]
+    category_ids: list[int]  # contiguous class index -> original category id
+    dropped_image_ids: list[int]  # images of the annotation file that could not be used
+    report: BadInputReport
+
+
+class Fingerprint:
+    """Incremental content hash of a split (what the cache key is made of)."""
+
+    def __init__(self, *parts):
+        self._h = hashlib.sha256(f"detect-labels-v{CACHE_VERSION}".encode())
+        for p in parts:
+            self.add(p)
+
+    def add(self, part) -> "Fingerprint":
+        self._h.update(part if isinstance(part, bytes) else str(part).encode())
+        self._h.update(b"\0")
+        return self
+
+    def add_file_stat(self, path: Path) -> "Fingerprint":
+        try:
+            st = path.stat()
+            return self.add(f"{path}|{st.st_size}|{st.st_mtime_ns}")
+        except OSError:
+            return self.add(f"{path}|absent")
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+
+def cache_file_for(cache_dir: Path, label: str, split: str, location: str) -> Path:
+    """Where the cache of a split lives: one file per (dataset location, split)."""
+    tag = hashlib.sha1(location.encode()).hexdigest()[:12]
+    return Path(cache_dir) / "labels" / f"{label}-{split}-{tag}.npz"
+
+
+def save_labels(path: Path, key: str, labels: SplitLabels) -> None:
+    recs = labels.records
+    meta = {"version": CACHE_VERSION, "key": key, "names": list(labels.names),
+            "category_ids": list(labels.category_ids), "dropped_image_ids": labels.dropped_image_ids,
+            "report": labels.report.to_json()}
+    arrays = {
+        "paths": np.array([r.path for r in recs], dtype=str),
+        "sizes": np.array([(r.width, r.height) for r in recs], dtype=np.int64).reshape(-1, 2),
+        "image_ids": np.array([r.image_id for r in recs], dtype=np.int64),
+        "counts": np.array([len(r.classes) for r in recs], dtype=np.int64),
+        "boxes": np.concatenate([r.boxes for r in recs] or [np.zeros((0, 4), np.float32)]).astype(np.float32),
+        "classes": np.concatenate([r.classes for r in recs] or [np.zeros(0, np.int64)]).astype(np.int64),
+        "meta": np.array(json.dumps(meta)),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_labels(path: Path, key: str) -> tuple[SplitLabels | None, str]:
+    """(labels, "") when the cache is valid for `key`; else (None, why it cannot be used)."""
+    if not path.exists():
+        return None, "absent"
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            if meta.get("version") != CACHE_VERSION:
+                return None, f"format version {meta.get('version')} != {CACHE_VERSION}"
+            if meta.get("key") != key:
+                return None, "stale (files or labels changed)"
+            paths, sizes, ids = z["paths"], z["sizes"], z["image_ids"]
+            ends = np.cumsum(z["counts"])
+            boxes, classes = np.split(z["boxes"], ends[:-1]), np.split(z["classes"], ends[:-1])
+    except Exception as e:  # any damage means: rebuild
+        return None, f"unreadable ({type(e).__name__}: {e})"
+    records = [ImageRecord(str(p), int(s[0]), int(s[1]), b, c, int(i))
+               for p, s, i, b, c in zip(paths, sizes, ids, boxes, classes)]
+    return SplitLabels(records, tuple(meta["names"]), list(meta["category_ids"]), meta["dropped_image_ids"],
+                       BadInputReport.from_json(meta["report"])), ""
+
+
+def log_summary(labels: SplitLabels, what: str, log_file: Path, built: bool) -> None:
+    n_boxes = sum(len(r.classes) for r in labels.records)
+    line = labels.report.summary(what, len(labels.records), n_boxes)
+    if labels.report.entries:
+        line += f" (offending files listed in {log_file})"
+    if built and labels.report.entries:
+        log.warning(line)
+    else:
+        log.info(line)
+
+
+def cached_labels(cache_file: Path, key_fn: Callable[[], str], build_fn: Callable[[], SplitLabels],
+                  what: str) -> SplitLabels:
+    """Load the split's labels from `cache_file`, or build and save them; rank 0 first, the others read."""
+    with rank0_first():
+        key = key_fn()
+        labels, why = load_labels(cache_file, key)
+        if labels is None:
+            if why != "absent":
+                log.warning(f"label cache {cache_file} is {why}: rebuilding it")
+            labels = build_fn()
+            save_labels(cache_file, key, labels)
+            labels.report.write_log(issues_log_for(cache_file))
+        log_summary(labels, what, issues_log_for(cache_file), built=why != "")
+    if not labels.records:
+        raise ValueError(f"{what}: no usable image is left after validation; see "
+                         f"{issues_log_for(cache_file)} for what was wrong with each file")
+    return labels
+
+
+def issues_log_for(cache_file: Path) -> Path:
+    return cache_file.with_suffix(".issues.log")

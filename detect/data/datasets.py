@@ -1,0 +1,119 @@
+"""Torch datasets over a source: augmented square training samples and letterboxed evaluation samples.
+
+Both return uint8 CHW RGB tensors (conversion to float happens on the device). Training labels are
+[n, 5] = (class, cx, cy, w, h) normalised to the sample; `collate_*` adds the batch index column.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import Dataset, get_worker_info
+
+from detect.data.augment import AugmentConfig, augment_hsv, flip_boxes_lr, geometric_augment, letterbox
+from detect.data.images import load_image, resize_long_side
+from detect.data.sources import DatasetSource
+
+
+def xyxy_to_normalised_cxcywh(boxes: np.ndarray, width: int, height: int) -> np.ndarray:
+    scale = np.array([width, height, width, height], dtype=np.float32)
+    b = boxes.astype(np.float32) / scale
+    return np.stack([(b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2, b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]], 1)
+
+
+def to_chw_rgb(image_bgr: np.ndarray, flip_lr: bool = False) -> torch.Tensor:
+    """One copy does the channel swap, the optional flip and the HWC -> CHW transpose."""
+    view = image_bgr[:, ::-1, ::-1] if flip_lr else image_bgr[:, :, ::-1]
+    return torch.from_numpy(np.ascontiguousarray(view.transpose(2, 0, 1)))
+
+
+class TrainDataset(Dataset):
+    """Mosaic (probability `mosaic`) or a centred single image, then affine, HSV and flip, at `img_size`."""
+
+    def __init__(self, source: DatasetSource, img_size: int, augment: AugmentConfig, seed: int = 0,
+                 rank: int = 0, cache_images: bool = False):
+        self.source = source
+        self.records = source.records
+        self.img_size = int(img_size)
+        self.augment = augment
+        self.rng = np.random.default_rng([seed, rank])
+        self._ram = [None] * len(self.records) if cache_images else None
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def reseed(self, seed: int) -> None:
+        """Called in every loader worker with the worker's own seed (distinct per worker, rank and epoch)."""
+        self.rng = np.random.default_rng(seed)
+
+    def load_resized(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """(image with long side = img_size, boxes scaled to it)."""
+        if self._ram is not None and self._ram[index] is not None:
+            image, r = self._ram[index]
+        else:
+            image, r = resize_long_side(load_image(self.records[index].path), self.img_size)
+            if self._ram is not None:
+                self._ram[index] = (image, r)
+        return image, self.records[index].boxes.astype(np.float64) * r
+
+    def __getitem__(self, index: int):
+        s, cfg = self.img_size, self.augment
+        use_mosaic = cfg.mosaic > 0 and self.rng.random() < cfg.mosaic
+        indices = [index, *self.rng.integers(0, len(self.records), 3).tolist()] if use_mosaic else [index]
+        images, boxes = zip(*(self.load_resized(i) for i in indices))
+        classes = [self.records[i].classes for i in indices]
+        out, boxes, classes, _ = geometric_augment(self.rng, list(images), list(boxes), classes, s, cfg)
+        augment_hsv(out, self.rng, cfg)
+        flip = cfg.fliplr > 0 and self.rng.random() < cfg.fliplr
+        if flip:
+            boxes = flip_boxes_lr(boxes, s)
+        labels = np.concatenate([classes[:, None].astype(np.float32), xyxy_to_normalised_cxcywh(boxes, s, s)], 1)
+        return to_chw_rgb(out, flip), torch.from_numpy(labels), self.records[index].path
+
+
+class EvalDataset(Dataset):
+    """Letterboxed samples at a per-image shape (its batch's rect shape), with the metas to undo it."""
+
+    def __init__(self, source: DatasetSource, shapes: np.ndarray):
+        self.source = source
+        self.records = source.records
+        self.shapes = shapes  # [N, 2] (h, w) per image
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int):
+        rec = self.records[index]
+        image = load_image(rec.path)
+        out_h, out_w = (int(v) for v in self.shapes[index])
+        out, ratio, (left, top) = letterbox(image, (out_h, out_w))
+        boxes = rec.boxes.astype(np.float64) * ratio + np.array([left, top, left, top])
+        labels = np.concatenate([rec.classes[:, None].astype(np.float32),
+                                 xyxy_to_normalised_cxcywh(boxes, out_w, out_h)], 1)
+        meta = {"image_id": rec.image_id, "orig_size": (rec.height, rec.width), "ratio": ratio,
+                "pad": (left, top), "path": rec.path}
+        return to_chw_rgb(out), torch.from_numpy(labels), meta
+
+
+def _stack_targets(labels: list[torch.Tensor]) -> torch.Tensor:
+    rows = [torch.cat([torch.full((len(lb), 1), float(i)), lb], 1) for i, lb in enumerate(labels)]
+    return torch.cat(rows, 0) if rows else torch.zeros((0, 6))
+
+
+def collate_train(batch):
+    images, labels, paths = zip(*batch)
+    return torch.stack(images), _stack_targets(list(labels)), list(paths)
+
+
+def collate_eval(batch):
+    images, labels, metas = zip(*batch)
+    return torch.stack(images), _stack_targets(list(labels)), list(metas)
+
+
+def worker_init(worker_id: int) -> None:
+    """Loader workers: no OpenCV thread pools (the workers are the parallelism), own augmentation seed."""
+    cv2.setNumThreads(0)
+    info = get_worker_info()
+    if info is not None and hasattr(info.dataset, "reseed"):
+        info.dataset.reseed(info.seed)

@@ -1,0 +1,122 @@
+"""Robust image probing (for the label cache) and decoding (for the loaders).
+
+Probing reads the header and verifies the file without a full decode (COCO-sized splits stay quick); a JPEG
+without its end-of-image marker is decoded in full to tell a truncated file from a merely unterminated one.
+Decoding goes through OpenCV, which applies the EXIF orientation and converts grayscale, RGBA and 16-bit
+images to 8-bit BGR, so the decoded size always equals the probed (oriented) size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+PIL_FORMATS = {"JPEG", "PNG", "BMP", "TIFF", "WEBP", "MPO"}
+EXIF_ORIENTATION_TAG = 0x0112
+# EXIF orientations 5..8 rotate by 90 degrees: width and height swap
+TRANSPOSING_ORIENTATIONS = (5, 6, 7, 8)
+
+
+class BadImage(Exception):
+    """An image that cannot be used; `kind` is one of records.IMAGE_SKIP_KINDS."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class ImageProbe:
+    width: int  # after EXIF orientation
+    height: int
+    notes: tuple[str, ...]  # conversions the decoder will apply (records.FIXED_KINDS)
+
+
+def is_image_file(path: Path) -> bool:
+    return path.suffix.lower() in IMAGE_SUFFIXES
+
+
+def _png_bit_depth(path: Path) -> int:
+    with open(path, "rb") as f:
+        head = f.read(25)
+    return head[24] if len(head) >= 25 and head[12:16] == b"IHDR" else 8
+
+
+def _jpeg_is_terminated(path: Path) -> bool:
+    with open(path, "rb") as f:
+        f.seek(-2, 2)
+        return f.read(2) == b"\xff\xd9"
+
+
+def probe_image(path: str | Path) -> ImageProbe:
+    """Size and needed conversions of an image file; raises `BadImage` when it cannot be used."""
+    path = Path(path)
+    try:
+        nbytes = path.stat().st_size
+    except FileNotFoundError:
+        raise BadImage("missing", "file not found") from None
+    if nbytes == 0:
+        raise BadImage("empty_file", "zero-byte file")
+    if not is_image_file(path):
+        raise BadImage("unsupported_format", f"suffix {path.suffix!r} is not one of {', '.join(IMAGE_SUFFIXES)}")
+    try:
+        with Image.open(path) as im:
+            fmt, mode, (width, height) = im.format, im.mode, im.size
+            orientation = im.getexif().get(EXIF_ORIENTATION_TAG, 1) if fmt in ("JPEG", "MPO", "TIFF", "WEBP") else 1
+            im.verify()
+    except UnidentifiedImageError:
+        raise BadImage("corrupt", "not a readable image (unidentified content)") from None
+    except Exception as e:  # PIL raises many types for damaged files
+        raise BadImage("corrupt", f"{type(e).__name__}: {e}") from None
+    if fmt not in PIL_FORMATS:
+        raise BadImage("unsupported_format", f"{fmt} content is not supported (use JPEG or PNG)")
+    if fmt in ("JPEG", "MPO") and not _jpeg_is_terminated(path):
+        _decode_fully(path)
+    notes = []
+    if orientation not in (1, None):
+        notes.append("exif_rotated")
+        if orientation in TRANSPOSING_ORIENTATIONS:
+            width, height = height, width
+    if mode in ("L", "LA", "1", "I", "I;16", "I;16B", "I;16L", "F"):
+        notes.append("grayscale")
+    if mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in getattr(im, "info", {})):
+        notes.append("rgba")
+    if mode.startswith("I") or (fmt == "PNG" and _png_bit_depth(path) == 16):
+        notes.append("16bit")
+    if width < 2 or height < 2:
+        raise BadImage("corrupt", f"degenerate size {width}x{height}")
+    return ImageProbe(width, height, tuple(notes))
+
+
+def _decode_fully(path: Path) -> None:
+    try:
+        with Image.open(path) as im:
+            im.load()
+    except Exception as e:
+        raise BadImage("corrupt", f"truncated or damaged JPEG: {e}") from None
+
+
+def load_image(path: str | Path) -> np.ndarray:
+    """HxWx3 uint8 BGR, EXIF orientation applied, grayscale/alpha/16-bit converted."""
+    data = np.fromfile(str(path), dtype=np.uint8)
+    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    if image is None:
+        raise OSError(f"cannot decode image {path}: it changed or broke after the label cache was built; "
+                      f"delete the label cache or fix the file")
+    return image
+
+
+def resize_long_side(image: np.ndarray, size: int) -> tuple[np.ndarray, float]:
+    """Scale so the longer side equals `size`; returns (image, scale). Exact scale via fx/fy (see letterbox)."""
+    h, w = image.shape[:2]
+    r = size / max(h, w)
+    if r == 1.0:
+        return image, r
+    interp = cv2.INTER_AREA if r < 1 else cv2.INTER_LINEAR
+    return cv2.resize(image, None, fx=r, fy=r, interpolation=interp), r

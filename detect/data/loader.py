@@ -1,0 +1,88 @@
+"""The builders the training loop and the evaluator call.
+
+    loader, sampler = build_train_loader(spec, img_size, batch_size, hyp, workers, stride, rank, world_size, seed)
+    for epoch in ...: sampler.set_epoch(epoch); for images, targets, paths in loader: ...
+    loader = build_eval_loader(spec, "val", img_size, batch_size, workers, stride, rank, world_size)
+    for images, targets, metas in loader: ...; loader.dataset.source.coco_ground_truth()
+
+Batches hold uint8 images on the host (pinned when CUDA is present); on the device:
+`images.to(device, non_blocking=True).float().div_(255)`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader
+
+from detect.data.augment import AugmentConfig
+from detect.data.datasets import EvalDataset, TrainDataset, collate_eval, collate_train, worker_init
+from detect.data.samplers import ShardedBatchSampler, eval_batches, train_batch_sampler
+from detect.data.sources import DatasetSource, open_source
+from detect.data.spec import DataSpec, default_cache_dir, load_data_spec
+from detect.data.synthetic import SyntheticConfig, ensure_synthetic
+
+log = logging.getLogger(__name__)
+
+
+def resolve_spec(spec: DataSpec | str | Path, cache_dir: Path | None = None) -> DataSpec:
+    """A spec with files on disk: a path is loaded; a synthetic spec is generated (rank 0 first) as COCO."""
+    if not isinstance(spec, DataSpec):
+        spec = load_data_spec(spec)
+    if spec.format != "synthetic":
+        return spec
+    cfg = SyntheticConfig.from_options(spec.options)
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    folder = ensure_synthetic(cfg, spec.path or cache_dir / cfg.folder_name())
+    return DataSpec(path=folder, format="coco", train=folder / "images" / "train", val=folder / "images" / "val",
+                    train_annotations=folder / "annotations" / "instances_train.json",
+                    val_annotations=folder / "annotations" / "instances_val.json",
+                    names=None, source_file=spec.source_file, options=spec.options)
+
+
+def open_split(spec: DataSpec | str | Path, split: str, cache_dir: Path | None = None) -> DatasetSource:
+    """The validated records of one split (synthetic data generated and label cache built as needed)."""
+    return open_source(resolve_spec(spec, cache_dir), split, cache_dir)
+
+
+def _loader_kwargs(workers: int) -> dict:
+    return {"num_workers": workers, "pin_memory": torch.cuda.is_available(), "worker_init_fn": worker_init,
+            "persistent_workers": workers > 0, "prefetch_factor": 4 if workers > 0 else None}
+
+
+def build_train_loader(spec, img_size: int, batch_size: int, hyp: dict | None, workers: int, stride: int,
+                       rank: int, world_size: int, seed: int, cache_dir=None, cache_images: bool = False,
+                       split: str = "train"):
+    """(DataLoader, DistributedSampler): per-process batches of `batch_size` at img_size x img_size.
+
+    Augmentation draws come from a per-rank, per-worker seed; the shuffle uses `seed` on every rank.
+    """
+    if img_size % stride:
+        raise ValueError(f"image size {img_size} must be a multiple of the model's stride {stride}")
+    source = open_split(spec, split, cache_dir)
+    dataset = TrainDataset(source, img_size, AugmentConfig.from_hyp(hyp), seed=seed, rank=rank,
+                           cache_images=cache_images)
+    per_rank = -(-len(dataset) // world_size)
+    if per_rank < batch_size:
+        raise ValueError(f"{split} split has {len(dataset)} usable images: {per_rank} per rank with "
+                         f"{world_size} process(es), fewer than the batch size {batch_size}; lower the batch size")
+    batch_sampler, sampler = train_batch_sampler(dataset, batch_size, rank, world_size, seed)
+    generator = torch.Generator().manual_seed(seed * 1000 + rank)  # distinct worker seeds per rank
+    loader = DataLoader(dataset, batch_sampler=batch_sampler, collate_fn=collate_train, generator=generator,
+                        **_loader_kwargs(workers))
+    log.info(f"train loader: {len(dataset)} images, {len(batch_sampler)} batches of {batch_size} per rank, "
+             f"{workers} worker(s)")
+    return loader, sampler
+
+
+def build_eval_loader(spec, split: str, img_size: int, batch_size: int, workers: int, stride: int, rank: int,
+                      world_size: int, rect: bool = True, cache_dir=None) -> DataLoader:
+    """Letterboxed batches of this rank's share: whole batches dealt round-robin over the whole split."""
+    source = open_split(spec, split, cache_dir)
+    sizes = [(r.width, r.height) for r in source.records]
+    batches, shapes = eval_batches(sizes, batch_size, img_size, stride, rect)
+    dataset = EvalDataset(source, shapes)
+    return DataLoader(dataset, batch_sampler=ShardedBatchSampler(batches, rank, world_size),
+                      collate_fn=collate_eval, **_loader_kwargs(workers))

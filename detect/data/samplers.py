@@ -1,0 +1,76 @@
+"""Sampling under DDP.
+
+Training: `BatchSampler(DistributedSampler(...), batch_size, drop_last=True)`: one shared shuffle seed, a new
+order each epoch through `set_epoch`, every index once per epoch across ranks (DistributedSampler repeats a
+few to even out the shards when the size is not divisible by the world size).
+
+Evaluation: batches are formed over the whole split (rect: images of similar aspect ratio together) before
+any sharding, and whole batches are dealt to ranks round-robin. Every image lands on exactly one rank, a
+rank may get no batch at all, and an image's letterbox shape never depends on the world size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from torch.utils.data import BatchSampler, DistributedSampler, Sampler
+
+
+def train_batch_sampler(dataset, batch_size: int, rank: int, world_size: int,
+                        seed: int) -> tuple[BatchSampler, DistributedSampler]:
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed,
+                                 drop_last=False)
+    return BatchSampler(sampler, batch_size, drop_last=True), sampler
+
+
+def round_up(value: float, stride: int) -> int:
+    return int(math.ceil(value / stride) * stride)
+
+
+def eval_batches(sizes: np.ndarray, batch_size: int, img_size: int, stride: int,
+                 rect: bool) -> tuple[list[list[int]], np.ndarray]:
+    """Batches of indices over the whole split and the (h, w) input shape of every image.
+
+    `sizes` is [N, 2] (width, height). rect: indices sorted by aspect ratio h/w (stable), chunked, and each
+    batch gets the smallest shape of stride multiples that holds its aspect-ratio range with the long side at
+    `img_size`: ceil(img_size * (h/w or 1) / stride) * stride. Not rect: every image at a square img_size
+    (rounded up to the stride).
+    """
+    sizes = np.asarray(sizes, dtype=np.float64).reshape(-1, 2)
+    n = len(sizes)
+    square = round_up(img_size, stride)
+    if not rect:
+        batches = [list(range(i, min(i + batch_size, n))) for i in range(0, n, batch_size)]
+        return batches, np.full((n, 2), square, dtype=np.int64)
+    aspect = sizes[:, 1] / sizes[:, 0]
+    order = np.argsort(aspect, kind="stable")
+    shapes = np.zeros((n, 2), dtype=np.int64)
+    batches = []
+    for start in range(0, n, batch_size):
+        idx = order[start:start + batch_size]
+        lo, hi = aspect[idx].min(), aspect[idx].max()
+        if hi < 1:  # all wide: full width, height from the tallest of them
+            rel_h, rel_w = hi, 1.0
+        elif lo > 1:  # all tall: full height, width from the widest
+            rel_h, rel_w = 1.0, 1.0 / lo
+        else:
+            rel_h, rel_w = 1.0, 1.0
+        shapes[idx] = (round_up(img_size * rel_h, stride), round_up(img_size * rel_w, stride))
+        batches.append(idx.tolist())
+    return batches, shapes
+
+
+class ShardedBatchSampler(Sampler):
+    """Whole batches dealt round-robin: rank r gets batches r, r + W, r + 2W, ... (possibly none)."""
+
+    def __init__(self, batches: list[list[int]], rank: int, world_size: int):
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
+        self.batches = batches[rank::world_size]
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)

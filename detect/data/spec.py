@@ -1,0 +1,130 @@
+"""Dataset spec files (`data/*.yaml`): where a dataset lives and in which format.
+
+Keys: `path` (root; relative split paths resolve under it), `format` (coco | yolo | synthetic), `train` and
+`val` (an image folder or a .txt list of image paths), `train_annotations` / `val_annotations` (COCO json,
+format coco), `names` (required for yolo; optional for coco, where the json has them). A relative `path`
+resolves against the current directory, else against the repository root (so `../shared/...` works from both).
+Format `synthetic` takes `seed`, `train_images`, `val_images` and an optional `path` (the generation folder).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FORMATS = ("coco", "yolo", "synthetic")
+REQUIRED_KEYS = {
+    "coco": ("path", "train", "val", "train_annotations", "val_annotations"),
+    "yolo": ("path", "train", "val", "names"),
+    "synthetic": (),
+}
+SPLITS = ("train", "val")
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    path: Path | None
+    format: str
+    train: Path | None = None
+    val: Path | None = None
+    train_annotations: Path | None = None
+    val_annotations: Path | None = None
+    names: tuple[str, ...] | None = None
+    source_file: str = "<dict>"
+    options: dict = field(default_factory=dict)  # format-specific extras (synthetic: seed, sizes)
+
+    def images(self, split: str) -> Path:
+        return self._split_path(split, "")
+
+    def annotations(self, split: str) -> Path:
+        return self._split_path(split, "_annotations")
+
+    def _split_path(self, split: str, suffix: str) -> Path:
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        key = split + suffix
+        value = getattr(self, key)
+        if value is None:
+            raise ValueError(f"{self.source_file}: key {key!r} is missing (format {self.format})")
+        if not value.exists():
+            raise FileNotFoundError(f"{self.source_file}: {key} = {value} does not exist; "
+                                    f"set `path` in the spec or override it (e.g. path=/data/coco)")
+        return value
+
+
+def default_cache_dir() -> Path:
+    """$DETECT_CACHE, else `.cache/` in the repository (git-ignored)."""
+    import os
+
+    return Path(os.environ.get("DETECT_CACHE", REPO_ROOT / ".cache"))
+
+
+def _resolve_root(value: str, source: str) -> Path:
+    p = Path(value).expanduser()
+    if p.is_absolute():
+        candidates = [p]
+    else:
+        candidates = [Path.cwd() / p, REPO_ROOT / p]
+    for c in candidates:
+        if c.exists():
+            return c.resolve()
+    tried = " or ".join(str(c) for c in dict.fromkeys(candidates))
+    raise FileNotFoundError(f"{source}: path {value!r} does not exist (looked at {tried}); "
+                            f"point `path` at the dataset root")
+
+
+def _parse_names(raw, source: str) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    if isinstance(raw, Mapping):  # {0: person, 1: bicycle} style
+        try:
+            keys = sorted(int(k) for k in raw)
+        except ValueError:
+            raise ValueError(f"{source}: `names` keys must be class indices, got {list(raw)[:5]}") from None
+        if keys != list(range(len(keys))):
+            raise ValueError(f"{source}: `names` indices must be 0..{len(keys) - 1} without gaps")
+        raw = [raw[k] if k in raw else raw[str(k)] for k in keys]
+    if not isinstance(raw, (list, tuple)) or not raw:
+        raise ValueError(f"{source}: `names` must be a non-empty list of class names")
+    return tuple(str(n) for n in raw)
+
+
+def spec_from_dict(raw: Mapping, source: str = "<dict>") -> DataSpec:
+    fmt = raw.get("format")
+    if fmt not in FORMATS:
+        raise ValueError(f"{source}: `format` must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    missing = [k for k in REQUIRED_KEYS[fmt] if raw.get(k) in (None, "")]
+    if missing:
+        raise ValueError(f"{source}: missing key(s) {', '.join(missing)} for format {fmt}")
+    root = _resolve_root(str(raw["path"]), source) if raw.get("path") not in (None, "") and fmt != "synthetic" \
+        else (Path(raw["path"]).expanduser() if raw.get("path") else None)
+    split_keys = ("train", "val", "train_annotations", "val_annotations")
+    paths = {k: (root / str(raw[k]) if root is not None else Path(str(raw[k]))) if raw.get(k) else None
+             for k in split_keys}
+    known = set(split_keys) | {"path", "format", "names"}
+    options = {k: v for k, v in raw.items() if k not in known}
+    return DataSpec(root, fmt, names=_parse_names(raw.get("names"), source), source_file=source,
+                    options=options, **paths)
+
+
+def load_data_spec(path: str | Path, overrides: Mapping | None = None) -> DataSpec:
+    """Read a spec file; `overrides` (e.g. {"path": "/data/coco"}) replace keys before validation."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"data spec {path} not found (see data/README.md for the available specs)")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping of keys (path, format, train, val, ...)")
+    raw.update(dict(overrides or {}))
+    return spec_from_dict(raw, str(path))
+
+
+def with_root(spec: DataSpec, **changes) -> DataSpec:
+    return replace(spec, **changes)

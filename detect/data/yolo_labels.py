@@ -1,0 +1,108 @@
+"""The YOLO txt layout: an `images/` tree with a sibling `labels/` tree of `class cx cy w h` lines.
+
+Coordinates are normalised to the image (0..1). A line with more than 5 values is a polygon
+(`class x1 y1 x2 y2 ...`) and becomes its bounding box. A missing label file means a background image.
+Image ids are the numeric file stems when all of them are numeric and unique (COCO file names keep their
+official ids), else the position in the sorted file list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from detect.data.cache import Fingerprint, SplitLabels
+from detect.data.images import is_image_file
+from detect.data.records import BadInputReport, ImageRecord, validate_boxes
+
+
+def list_images(entry: Path) -> list[Path]:
+    """Image files of a split: every image under a folder, or the paths listed in a .txt file."""
+    if entry.is_dir():
+        return sorted(p for p in entry.rglob("*") if p.is_file())
+    lines = [ln.strip() for ln in entry.read_text().splitlines()]
+    files = []
+    for line in filter(None, lines):
+        p = Path(line)
+        files.append(p if p.is_absolute() else (entry.parent / p))
+    return [Path(str(p).replace("/./", "/")) for p in files]
+
+
+def label_path_for(image: Path) -> Path:
+    """`.../images/<sub>/x.jpg` -> `.../labels/<sub>/x.txt` (the last `images` component is replaced)."""
+    parts = list(image.parts)
+    if "images" not in parts:
+        return image.with_suffix(".txt")
+    i = len(parts) - 1 - parts[::-1].index("images")
+    parts[i] = "labels"
+    return Path(*parts).with_suffix(".txt")
+
+
+def fingerprint(files: list[Path], names) -> str:
+    fp = Fingerprint("yolo", names)
+    for image in files:
+        fp.add_file_stat(image)
+        label = label_path_for(image)
+        try:
+            fp.add(hashlib.sha1(label.read_bytes()).digest())
+        except OSError:
+            fp.add("no-label")
+    return fp.hexdigest()
+
+
+def parse_label_text(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """(classes float64 [n], boxes normalised cxcywh float64 [n,4]); raises ValueError naming the bad line."""
+    classes, boxes = [], []
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            values = [float(v) for v in fields]
+        except ValueError:
+            raise ValueError(f"line {number}: {line.strip()!r} is not numbers (want: class cx cy w h)") from None
+        if len(values) == 5:
+            boxes.append(values[1:])
+        elif len(values) >= 7 and len(values) % 2 == 1:
+            xs, ys = np.array(values[1::2]), np.array(values[2::2])
+            boxes.append([(xs.min() + xs.max()) / 2, (ys.min() + ys.max()) / 2, np.ptp(xs), np.ptp(ys)])
+        else:
+            raise ValueError(f"line {number}: {len(values)} values; want 5 (class cx cy w h) or a polygon")
+        classes.append(values[0])
+    return np.array(classes, dtype=np.float64), np.array(boxes, dtype=np.float64).reshape(-1, 4)
+
+
+def _image_ids(files: list[Path]) -> list[int]:
+    stems = [p.stem for p in files]
+    if all(s.isdigit() for s in stems) and len({int(s) for s in stems}) == len(stems):
+        return [int(s) for s in stems]
+    return list(range(len(files)))
+
+
+def scan(files: list[Path], names) -> SplitLabels:
+    from detect.data.sources import probe_all  # sources imports this module
+
+    if not names:
+        raise ValueError("a yolo dataset needs `names` in its spec (one name per class id)")
+    report = BadInputReport()
+    probes = probe_all(files, report)
+    records, dropped = [], []
+    for path, probe, image_id in zip(files, probes, _image_ids(files)):
+        if probe is None:
+            dropped.append(image_id)
+            continue
+        label = label_path_for(path)
+        try:
+            text = label.read_text() if label.exists() else ""
+            classes, cxcywh = parse_label_text(text)
+        except (ValueError, UnicodeDecodeError) as e:
+            report.add("label_syntax", label, str(e))
+            dropped.append(image_id)
+            continue
+        scale = np.array([probe.width, probe.height] * 2, dtype=np.float64)
+        xyxy = np.concatenate([cxcywh[:, :2] - cxcywh[:, 2:] / 2, cxcywh[:, :2] + cxcywh[:, 2:] / 2], 1) * scale
+        boxes, classes = validate_boxes(xyxy, classes, probe.width, probe.height, len(names), str(label), report)
+        records.append(ImageRecord(str(path), probe.width, probe.height, boxes, classes, image_id))
+    return SplitLabels(records, tuple(names), list(range(len(names))), dropped, report)

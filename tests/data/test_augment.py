@@ -1,0 +1,173 @@
+"""Every augmentation moves boxes exactly with the pixels: a property test over random boxes.
+
+Each trial draws one random box as a white mask on black images, runs the augmentation, and compares the
+augmented box with the bounding box of the augmented mask (linear interpolation blurs edges by < 1.5 px).
+"""
+
+import cv2
+import numpy as np
+import pytest
+
+from detect.data.augment import (AugmentConfig, augment_hsv, build_mosaic, flip_boxes_lr, geometric_augment, letterbox,
+                                 transform_boxes)
+from detect.data.datasets import to_chw_rgb
+
+TOL = 1.5  # pixels
+
+
+def random_box(rng, h, w, min_side=3):
+    """A box with integer corners (so its mask is exact) inside an h x w image, at least min_side wide."""
+    x1, y1 = int(rng.integers(0, w - min_side)), int(rng.integers(0, h - min_side))
+    x2, y2 = int(rng.integers(x1 + min_side, w + 1)), int(rng.integers(y1 + min_side, h + 1))
+    return np.array([[x1, y1, x2, y2]], dtype=np.float64)
+
+
+def mask_image(h, w, box=None):
+    image = np.zeros((h, w, 3), dtype=np.uint8)
+    if box is not None:
+        x1, y1, x2, y2 = box[0].astype(int)
+        image[y1:y2, x1:x2] = 255
+    return image
+
+
+def mask_box(image):
+    ys, xs = np.nonzero(image[..., 0] > 127)
+    if len(xs) == 0:
+        return None
+    return np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1], dtype=np.float64)
+
+
+def random_tiles(rng, size, count):
+    """`count` tiles with long side = size; one random tile carries one box, the others are empty."""
+    carrier = int(rng.integers(count))
+    images, boxes, classes = [], [], []
+    for i in range(count):
+        long_side_w = rng.random() < 0.5
+        other = int(rng.integers(size // 2, size + 1))
+        h, w = (other, size) if long_side_w else (size, other)
+        box = random_box(rng, h, w) if i == carrier else None
+        images.append(mask_image(h, w, box))
+        boxes.append(box if box is not None else np.zeros((0, 4)))
+        classes.append(np.array([7] if box is not None else [], dtype=np.int64))
+    return images, boxes, classes, boxes[carrier]
+
+
+@pytest.mark.parametrize("use_mosaic", [True, False])
+def test_geometric_augment_keeps_boxes_on_their_pixels(use_mosaic):
+    size, checked = 96, 0
+    for seed in range(120):
+        rng = np.random.default_rng(seed)
+        rotates = seed % 2 == 1  # half the trials rotate and shear, half only zoom and move
+        cfg = AugmentConfig(degrees=float(rng.uniform(0, 45)) * rotates, translate=0.2, scale=0.6,
+                            shear=float(rng.uniform(0, 10)) * rotates, min_box_size=2.0, min_area_ratio=0.1)
+        images, boxes, classes, original = random_tiles(rng, size, 4 if use_mosaic else 1)
+        out, kept, kept_classes, matrix = geometric_augment(rng, images, boxes, classes, size, cfg)
+        assert out.shape == (size, size, 3) and out.dtype == np.uint8
+        seen = mask_box(out)
+        if len(kept):
+            checked += 1
+            assert kept_classes.tolist() == [7]
+            assert seen is not None, f"seed {seed}: a box was kept but no pixel of it is visible"
+            inside = (kept[0] > TOL).all() and (kept[0] < size - TOL).all()
+            if inside or not rotates:
+                np.testing.assert_allclose(kept[0], seen, atol=TOL, err_msg=f"seed {seed}")
+            else:  # a rotated box cut by the frame: its axis-aligned box can only be larger than the pixels
+                assert (kept[0, :2] <= seen[:2] + TOL).all() and (kept[0, 2:] >= seen[2:] - TOL).all()
+            assert (kept >= 0).all() and (kept <= size).all()
+        elif seen is not None and not use_mosaic:  # (mosaic offsets: see the build_mosaic test)
+            # dropped: what is left must be too thin or too small a part of the box before clipping
+            reference = transform_boxes(original, matrix)[0]
+            ref_area = (reference[2] - reference[0]) * (reference[3] - reference[1])
+            sides = seen[2:] - seen[:2]
+            assert sides.min() <= cfg.min_box_size + 2 * TOL or \
+                sides.prod() <= cfg.min_area_ratio * ref_area + 2 * TOL * sides.sum(), f"seed {seed}"
+    assert checked > 40  # most trials keep their box: the test really compares boxes
+
+
+def test_mosaic_canvas_boxes_match_pixels_and_full_boxes_contain_them():
+    size = 64
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        images, boxes, _, _ = random_tiles(rng, size, 4)
+        carrier = next(i for i, b in enumerate(boxes) if len(b))
+        canvas, visible, full = build_mosaic(rng, size, images, boxes)
+        assert canvas.shape == (2 * size, 2 * size, 3)
+        seen = mask_box(canvas)
+        v, f = visible[0], full[0]
+        np.testing.assert_allclose(f[2:] - f[:2], boxes[carrier][0, 2:] - boxes[carrier][0, :2])
+        if seen is None:  # the box fell off the canvas entirely
+            assert (v[2:] - v[:2]).min() == 0
+        else:
+            np.testing.assert_allclose(v, seen, atol=1e-9, err_msg=f"seed {seed}")
+            assert (f[:2] <= v[:2]).all() and (f[2:] >= v[2:]).all()
+
+
+def test_flip_moves_boxes_with_the_image():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        box = random_box(rng, 64, 80)
+        image = mask_image(64, 80, box)
+        flipped = to_chw_rgb(image, flip_lr=True).permute(1, 2, 0).numpy()
+        np.testing.assert_allclose(flip_boxes_lr(box, 80)[0], mask_box(flipped), atol=1e-6)
+
+
+def test_to_chw_rgb_swaps_channels():
+    image = np.zeros((4, 5, 3), dtype=np.uint8)
+    image[..., 0] = 10  # blue in BGR
+    chw = to_chw_rgb(image)
+    assert chw.shape == (3, 4, 5) and chw[2].eq(10).all() and chw[0].eq(0).all()
+
+
+def test_hsv_changes_colour_not_geometry():
+    rng = np.random.default_rng(1)
+    box = random_box(rng, 48, 48)
+    image = mask_image(48, 48, box)
+    image[..., 1] = 40  # some colour so hue and saturation have something to act on
+    before = image.copy()
+    cfg = AugmentConfig(hsv_h=0.5, hsv_s=0.9, hsv_v=0.9)
+    changed = 0
+    for _ in range(10):
+        out = augment_hsv(before.copy(), rng, cfg)
+        assert out.shape == before.shape
+        # black stays black (value gain times 0), so the box is still exactly where it was
+        assert (out[before.max(2) == 0] == 0).all()
+        changed += int(not np.array_equal(out, before))
+    assert changed >= 8
+
+
+@pytest.mark.parametrize("shape", [(416, 416), (288, 416), (416, 320)])
+def test_letterbox_mapping_is_exact(shape):
+    rng = np.random.default_rng(2)
+    for _ in range(30):
+        h, w = int(rng.integers(100, 700)), int(rng.integers(100, 700))
+        box = random_box(rng, h, w, min_side=40)
+        out, ratio, (left, top) = letterbox(mask_image(h, w, box), shape)
+        assert out.shape[:2] == shape
+        assert ratio == pytest.approx(min(shape[0] / h, shape[1] / w))
+        # centred padding of value 114
+        nw, nh = round(w * ratio), round(h * ratio)
+        assert left == (shape[1] - nw) // 2 and top == (shape[0] - nh) // 2
+        if left > 0:
+            assert (out[:, :left] == 114).all()
+        if top > 0:
+            assert (out[:top] == 114).all()
+        expected = box[0] * ratio + np.array([left, top, left, top])
+        np.testing.assert_allclose(mask_box(np.where(out == 114, 0, out)), expected, atol=1.0)
+        # the inverse documented in the metas: x = (x' - left) / ratio
+        back = (expected - np.array([left, top, left, top])) / ratio
+        np.testing.assert_allclose(back, box[0], atol=1e-9)
+
+
+def test_augment_config_reads_hyp_and_rejects_bad_values():
+    cfg = AugmentConfig.from_hyp({"mosaic": 0.5, "lr0": 0.01, "degrees": 3})
+    assert cfg.mosaic == 0.5 and cfg.degrees == 3.0 and cfg.hsv_s == 0.7 and cfg.min_area_ratio == 0.1
+    with pytest.raises(ValueError, match="mosaic"):
+        AugmentConfig.from_hyp({"mosaic": 2})
+    with pytest.raises(ValueError, match="scale"):
+        AugmentConfig.from_hyp({"scale": 1.5})
+
+
+def test_interpolation_keeps_a_white_box_white():
+    # guards mask_box: the threshold of 127 sits between black (0) and white (255) after linear resampling
+    image = cv2.resize(mask_image(20, 20, np.array([[5.0, 5, 15, 15]])), (40, 40), interpolation=cv2.INTER_LINEAR)
+    np.testing.assert_allclose(mask_box(image), [10, 10, 30, 30], atol=1)
