@@ -59,6 +59,7 @@ class DatasetSource:
         self.names = list(labels.names)
         self.category_ids = list(labels.category_ids)
         self.dropped_image_ids = list(labels.dropped_image_ids)
+        self.report = labels.report  # the bad-input report of the cache build
         self._coco = None
 
     @property

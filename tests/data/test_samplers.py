@@ -1,0 +1,101 @@
+"""Sampling under DDP: training indices once per epoch across ranks in a new order each epoch; every
+evaluation image on exactly one rank with the same letterbox whatever the world size."""
+
+import numpy as np
+import pytest
+
+from detect.data.loader import build_eval_loader, build_train_loader
+from detect.data.samplers import ShardedBatchSampler, eval_batches, train_batch_sampler
+
+
+def epoch_indices(n, batch_size, world_size, epoch, seed=0):
+    per_rank = []
+    for rank in range(world_size):
+        batches, sampler = train_batch_sampler(range(n), batch_size, rank, world_size, seed)
+        sampler.set_epoch(epoch)
+        per_rank.append([i for b in batches for i in b])
+    return per_rank
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+def test_every_training_index_once_per_epoch_and_new_order_each_epoch(world_size):
+    n, batch = 4 * 5 * world_size, 4  # divisible: no padding, no dropped batch
+    orders = []
+    for epoch in range(3):
+        per_rank = epoch_indices(n, batch, world_size, epoch)
+        flat = [i for r in per_rank for i in r]
+        assert sorted(flat) == list(range(n))
+        orders.append(flat)
+    assert orders[0] != orders[1] != orders[2]
+    assert epoch_indices(n, batch, world_size, 1) == epoch_indices(n, batch, world_size, 1)  # set_epoch decides
+
+
+def test_training_shards_of_an_uneven_dataset_cover_it_and_only_pad():
+    n, world = 23, 3  # 24 slots: DistributedSampler repeats one index, BatchSampler keeps whole batches
+    per_rank = epoch_indices(n, 1, world, 0)
+    flat = [i for r in per_rank for i in r]
+    assert len(flat) == 24 and set(flat) == set(range(n))
+    assert all(len(r) == 8 for r in per_rank)
+
+
+@pytest.mark.parametrize("n", [1, 7, 17, 31])
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+@pytest.mark.parametrize("rect", [True, False])
+def test_every_eval_image_exactly_once_with_world_independent_shapes(n, world_size, rect):
+    rng = np.random.default_rng(n)
+    sizes = np.stack([rng.integers(100, 700, n), rng.integers(100, 700, n)], 1)
+    batches, shapes = eval_batches(sizes, 4, 320, 32, rect)
+    seen = [i for r in range(world_size) for b in ShardedBatchSampler(batches, r, world_size) for i in b]
+    assert sorted(seen) == list(range(n))
+    assert (shapes % 32 == 0).all() and (shapes <= 320).all() and (shapes.max(1) == 320).all()
+    for b in batches:  # one shape per batch, holding every image of it at the long side 320
+        assert len({tuple(shapes[i]) for i in b}) == 1
+        h, w = shapes[b[0]]
+        for i in b:
+            r = min(h / sizes[i, 1], w / sizes[i, 0])
+            assert max(sizes[i, 1] * r, sizes[i, 0] * r) == pytest.approx(320, abs=1e-6) or not rect
+
+
+def test_rect_shapes_are_tight():
+    sizes = np.array([[640, 426], [640, 480], [480, 640], [500, 500]])
+    batches, shapes = eval_batches(sizes, 1, 416, 32, rect=True)
+    assert shapes.tolist() == [[288, 416], [320, 416], [416, 320], [416, 416]]
+
+
+def _collect(loader):
+    out = {}
+    for images, targets, metas in loader:
+        for k, meta in enumerate(metas):
+            assert meta["image_id"] not in out
+            out[meta["image_id"]] = (tuple(images[k].shape), meta["ratio"], meta["pad"],
+                                     targets[targets[:, 0] == k, 1:].numpy().round(5).tolist())
+    return out
+
+
+def test_eval_loader_sharding_on_real_files(small_synthetic):
+    spec, cache_dir = small_synthetic
+    single = _collect(build_eval_loader(spec, "val", 96, 4, 0, 32, 0, 1, cache_dir=cache_dir))
+    assert len(single) == 17
+    for world in (2, 3):
+        merged = {}
+        for rank in range(world):
+            part = _collect(build_eval_loader(spec, "val", 96, 4, 0, 32, rank, world, cache_dir=cache_dir))
+            assert not set(part) & set(merged)
+            merged.update(part)
+        assert merged == single  # same images, same shapes, same letterbox and targets
+
+
+def test_train_loader_batches(small_synthetic):
+    spec, cache_dir = small_synthetic
+    loader, sampler = build_train_loader(spec, 64, 5, {}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
+    sampler.set_epoch(0)
+    batches = list(loader)
+    assert len(batches) == 23 // 5
+    images, targets, paths = batches[0]
+    assert images.shape == (5, 3, 64, 64) and images.dtype.is_floating_point is False and len(paths) == 5
+    assert targets.shape[1] == 6 and targets[:, 0].max() <= 4 and set(targets[:, 1].long().tolist()) <= {0, 1, 2, 3}
+    assert (targets[:, 2:] >= 0).all() and (targets[:, 2:] <= 1).all()
+    with pytest.raises(ValueError, match="batch size"):
+        build_train_loader(spec, 64, 24, {}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
+    with pytest.raises(ValueError, match="multiple of the model's stride"):
+        build_train_loader(spec, 70, 4, {}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
