@@ -21,7 +21,8 @@ _BN_ARRAYS = {"scales", "rolling_mean", "rolling_variance"}
 
 
 def read_header(data: bytes, path) -> tuple[tuple[int, int, int], int, int]:
-    """((major, minor, revision), seen, header bytes): seen is uint64 from version 0.2 on, else uint32."""
+    """((major, minor, revision), seen, header bytes) from the first 20 (or more) bytes of a file:
+    seen is uint64 from version 0.2 on, else uint32."""
     if len(data) < 16:
         raise ValueError(f"{path}: {len(data)} bytes is too short for a Darknet weights header")
     major, minor, revision = (int(v) for v in np.frombuffer(data, "<i4", 3))
@@ -66,11 +67,12 @@ def read_darknet_arrays(layout, path) -> tuple[dict, dict]:
     """Read `path` with `layout`'s layer list: ({state-dict name: array}, report). Stops cleanly at a layer
     boundary at the end of the file (partial files); errors on a mid-layer end or leftover floats."""
     path = Path(path)
-    data = path.read_bytes()
-    version, seen, header = read_header(data, path)
-    if (len(data) - header) % 4:
-        raise ValueError(f"{path}: body of {len(data) - header} bytes is not a whole number of float32 values")
-    body = np.frombuffer(data, "<f4", offset=header)
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        version, seen, header = read_header(f.read(20), path)
+    if (size - header) % 4:
+        raise ValueError(f"{path}: body of {size - header} bytes is not a whole number of float32 values")
+    body = np.fromfile(path, "<f4", offset=header)  # writable, so tensors can share its memory
     transposed = version[0] > 1000 or version[1] > 1000
     names = {id(t): name for name, t in layout.state_dict(keep_vars=True).items()}
     arrays, pos, stop, last = {}, 0, len(layout.layers), -1
@@ -90,7 +92,7 @@ def read_darknet_arrays(layout, path) -> tuple[dict, dict]:
         raise ValueError(f"{path}: {body.size - pos} floats are left over after the last layer with weights "
                          f"(layer {last}); the cfg expects {pos} floats in all. Is this the right cfg?")
     report = {"path": str(path), "version": version, "seen": seen, "layers_loaded": stop,
-              "total_layers": len(layout.layers), "floats": int(pos), "bytes": len(data),
+              "total_layers": len(layout.layers), "floats": int(pos), "bytes": size,
               "bytes_consumed": header + 4 * int(pos)}
     return arrays, report
 
@@ -100,7 +102,7 @@ def load_darknet_weights(model, path) -> dict:
     if model.fused:
         raise ValueError("load .weights before fuse(): a fused model has no BatchNorm to receive them")
     arrays, report = read_darknet_arrays(_layout_model(model), path)
-    report["skipped"] = _copy_matching(model, {k: torch.from_numpy(v.copy()) for k, v in arrays.items()})
+    report["skipped"] = _copy_matching(model, {k: torch.from_numpy(v) for k, v in arrays.items()})
     report["tensors_loaded"] = len(arrays) - len(report["skipped"])
     model.seen = report["seen"]
     log.info("%s: loaded %d of %d layers (%d floats, %d of %d bytes), version %s, seen %d%s", path,
@@ -129,7 +131,7 @@ def save_darknet_weights(model, path, cutoff: int | None = None) -> None:
                 array = tensor.detach().float().cpu().numpy()
                 if name == "weights" and getattr(module, "flipped", False):
                     array = array.reshape(array.shape[0], -1).T
-                f.write(np.ascontiguousarray(array, "<f4").tobytes())
+                f.write(np.ascontiguousarray(array, "<f4").data)
     os.replace(tmp, path)
     log.info("%s: wrote layers 0..%d", path, cutoff - 1)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from detect import Darknet
+
 
 @torch.no_grad()
 def randomize_weights(model, seed: int = 0) -> None:
@@ -13,18 +15,15 @@ def randomize_weights(model, seed: int = 0) -> None:
     gen = torch.Generator().manual_seed(seed)
     for module in model.layers:
         for name, tensor in getattr(module, "darknet_tensors", list)():
-            shape = tensor.shape
             if name == "weights" and tensor.dim() > 1:
-                fan_in = max(1, tensor[0].numel())
-                value = torch.randn(shape, generator=gen) / fan_in ** 0.5
+                bound = (3 / max(1, tensor[0].numel())) ** 0.5  # variance 1/fan_in
+                tensor.uniform_(-bound, bound, generator=gen)
             elif name == "weights":  # weighted-shortcut weights: some below the 0.001 clamp
-                value = torch.rand(shape, generator=gen) * 2 - 0.5
+                tensor.uniform_(-0.5, 1.5, generator=gen)
             elif name in ("scales", "rolling_variance"):
-                value = torch.rand(shape, generator=gen) + 0.5
+                tensor.uniform_(0.5, 1.5, generator=gen)
             else:
-                value = torch.randn(shape, generator=gen) * 0.2
-            tensor.copy_(value)
-
+                tensor.uniform_(-0.35, 0.35, generator=gen)
 
 def relative_error(actual, expected) -> float:
     """max |actual - expected| / max(|expected|, 1e-3), on float64 arrays."""
@@ -32,3 +31,10 @@ def relative_error(actual, expected) -> float:
     expected = np.asarray(expected, dtype=np.float64)
     assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
     return float(np.abs(actual - expected).max() / max(np.abs(expected).max(), 1e-3))
+
+
+def build_uninitialised(cfg, **kwargs):
+    """A model with allocated but uninitialised tensors (no PyTorch init cost); fill it before use."""
+    with torch.device("meta"):
+        model = Darknet(cfg, **kwargs)
+    return model.to_empty(device="cpu")
