@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from detect import Darknet
-from tests.conftest import shared_path
+from tests.conftest import ROOT, shared_path
 
 from .helpers import build_uninitialised, randomize_weights
 
@@ -91,3 +91,14 @@ def test_random_weights_round_trip_byte_identical(name, tmp_path):
     assert report["floats"] == EXPECTED_FLOATS[name] and report["layers_loaded"] == len(model.layers)
     model.save_darknet_weights(second)
     assert first.read_bytes() == second.read_bytes()
+
+
+@pytest.mark.parametrize("name", list(EXPECTED_FLOATS))
+def test_project_cfg_copy_builds_the_same_model(name):
+    copy = ROOT / "cfg" / name
+    with torch.device("meta"):
+        ours, theirs = Darknet(copy), Darknet(shared_path("darknet-cfg", name))
+    assert ours.layer_shapes == theirs.layer_shapes
+    assert ours.darknet_float_count() == EXPECTED_FLOATS[name]
+    assert [h.options for h in ours.heads] == [h.options for h in theirs.heads]
+    assert ours.net_options == theirs.net_options
