@@ -96,8 +96,8 @@ def build_model(cfg, num_classes: int, weights: str | None, ctx: dist.DistContex
     if weights:
         from detect.darknet.weights import load_weights
 
-        report = load_weights(model, weights)
-        log.info("loaded %s: %s", weights, report)
+        report = load_weights(model, weights)  # logs what it loaded and skipped
+        model.weights_report = report
     return model
 
 
@@ -113,7 +113,8 @@ def init_head_priors(model, img_size: int) -> None:
         cells = (img_size / max(head.stride)) ** 2
         with torch.no_grad():
             bias = feeder.conv.bias.view(head.num_anchors, -1)
-            bias[:, 4] += math.log(8.0 / cells)
+            prior = min(8.0 / cells, 0.5)
+            bias[:, 4] += math.log(prior / (1.0 - prior))
             bias[:, 5:] += math.log(0.6 / max(head.num_classes - 0.99, 0.01))
 
 
@@ -246,7 +247,8 @@ def prepare(opts: TrainOptions, ctx: dist.DistContext):
     return saved, ckpt["hyp"], resume_path.parent, ckpt["cfg_text"], None, ckpt
 
 
-def run(opts: TrainOptions, ctx: dist.DistContext) -> TrainState:
+def build_trainer(opts: TrainOptions, ctx: dist.DistContext, trainer_cls=Trainer) -> Trainer:
+    """Options -> a ready Trainer (restored when resuming); writes opts.yaml / hyp.yaml for a new run."""
     opts, hyp, run_dir, cfg_source, weights, ckpt = prepare(opts, ctx)
     torch.manual_seed(opts.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
     setup = build_setup(opts, hyp, ctx, run_dir, cfg_source, weights)
@@ -254,15 +256,20 @@ def run(opts: TrainOptions, ctx: dist.DistContext) -> TrainState:
     if ctx.is_main and ckpt is None:
         (run_dir / "opts.yaml").write_text(yaml.safe_dump(opts.to_dict(), sort_keys=False))
         (run_dir / "hyp.yaml").write_text(yaml.safe_dump(hyp, sort_keys=False))
-    trainer = Trainer(setup, on_epoch_end=ResultsCsv(run_dir / "results.csv"))
+    trainer = trainer_cls(setup, on_epoch_end=ResultsCsv(run_dir / "results.csv"))
     if ckpt is not None:
         trainer.restore(ckpt)
+    return trainer
+
+
+def run(opts: TrainOptions, ctx: dist.DistContext) -> TrainState:
+    trainer = build_trainer(opts, ctx)
     previous = signal.signal(signal.SIGTERM, _sigterm_handler(trainer))
     try:
         state = trainer.fit()
     finally:
         signal.signal(signal.SIGTERM, previous)
-    log.info("done: %s (best fitness %.4f)", run_dir, state.best_fitness)
+    log.info("done: %s (best fitness %.4f)", trainer.s.run_dir, state.best_fitness)
     return state
 
 

@@ -237,6 +237,7 @@ class Trainer:
                                     cfg_text=self.s.model.cfg_text, names=self.s.names, hyp=self.s.hyp,
                                     opts=self.s.opts, rank_rng=every_rng)
             save_checkpoint(ckpt, path)
+        dist.barrier()  # nobody reads (resume, restart) a checkpoint rank 0 is still writing
 
     def restore(self, ckpt: dict) -> None:
         """Load a resumable checkpoint into the bare model, EMA, optimiser, scaler and loop state."""
@@ -260,6 +261,16 @@ class Trainer:
             log.warning("checkpoint holds RNG states for %d processes, this run has %d: augmentation will differ",
                         len(rngs), s.ctx.world_size)
 
+    def _sync_ema_buffers(self) -> None:
+        """Per-process BatchNorm (CPU) leaves each rank's running statistics one local update apart: give every
+        rank rank 0's EMA buffers so the sharded evaluation sees one model."""
+        if self.s.ema is None or not self.s.ctx.distributed:
+            return
+        buffers = dist.broadcast_object({k: v.cpu() for k, v in self.s.ema.module.named_buffers()})
+        with torch.no_grad():
+            for name, value in self.s.ema.module.named_buffers():
+                value.copy_(buffers[name])
+
     # ---- the run ---------------------------------------------------------------------------------------------
     def fit(self) -> TrainState:
         s, st = self.s, self.state
@@ -274,6 +285,7 @@ class Trainer:
             st.epoch += 1
             st.batch_in_epoch = 0
             final = st.epoch == s.epochs
+            self._sync_ema_buffers()
             fitness, metrics = None, {}
             if s.evaluate_fn is not None and (st.epoch % int(s.opts.get("eval_interval", 1)) == 0 or final):
                 fitness, metrics = s.evaluate_fn(s.ema.module if s.ema is not None else s.model)

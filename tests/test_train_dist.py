@@ -1,0 +1,120 @@
+"""Two gloo processes running the real training loop on a tiny generated dataset."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from detect import dist
+from detect.options import TrainOptions
+from detect.train import build_trainer, run
+from detect.trainer import Trainer
+from tests.distributed import run_distributed
+
+pytestmark = pytest.mark.slow
+
+QUIET_HYP = ("lr0: 0.02\nwarmup_epochs: 0\nwarmup_min_steps: 1\nema_tau: 5\nbn_momentum: 0.1\n"
+             "hsv_h: 0\nhsv_s: 0\nhsv_v: 0\ntranslate: 0\nscale: 0\nfliplr: 0.5\nmosaic: 0\n")
+
+
+def tiny_options(tmp, **changes) -> TrainOptions:
+    data = tmp / "tiny.yaml"
+    data.write_text(f"format: synthetic\npath: {tmp / 'gen'}\nseed: 1\ntrain_images: 16\nval_images: 8\n"
+                    "image_sizes: [64]\nmin_side: 10\nmax_side: 28\nmax_objects: 3\n")
+    hyp = tmp / "hyp.yaml"
+    hyp.write_text(QUIET_HYP)
+    base = dict(data=str(data), hyp=str(hyp), img_size=64, batch_size=4, nbs=8, epochs=3, workers=0,
+                project=str(tmp / "runs"), name="t", exist_ok=True, device="cpu", cache_dir=str(tmp / "cache"))
+    base.update(changes)
+    return TrainOptions(**base)
+
+
+def _flat_params(model):
+    """Numpy (tensors do not survive the trip back from a finished spawn process)."""
+    return torch.cat([p.detach().flatten() for p in model.parameters()]).numpy().copy()
+
+
+def _train_and_report(rank, world, tmp):
+    ctx = dist.init_distributed("cpu")
+    trainer = build_trainer(tiny_options(tmp, epochs=4), ctx)
+    setup, opts, losses = trainer.s, trainer.s.opts, []
+    trainer.s.evaluate_fn = None
+    trainer.on_epoch_end = lambda row: None
+    while trainer.state.epoch < opts["epochs"]:
+        row = trainer.train_epoch()
+        trainer.state.epoch += 1
+        trainer.state.batch_in_epoch = 0
+        losses.append(row["box"] + row["obj"] + row["cls"])
+    has_sync_bn = any(isinstance(m, torch.nn.SyncBatchNorm) for m in setup.model.modules())
+    return _flat_params(setup.model), losses, trainer.state.step, has_sync_bn
+
+
+def test_two_ranks_stay_identical_and_loss_decreases(tmp_path):
+    (p0, losses0, steps0, sync0), (p1, losses1, steps1, sync1) = run_distributed(_train_and_report, 2, (tmp_path,),
+                                                                                 timeout=240)
+    assert steps0 == steps1 == 4 * 2  # 16 images / (4 x 2 ranks) = 2 steps per epoch (nbs 8: no accumulation)
+    assert (p0 == p1).all()  # DDP keeps the replicas bit-identical
+    assert losses0 == pytest.approx(losses1)  # the logged loss is averaged over ranks
+    assert losses0[-1] < 0.9 * losses0[0]
+    assert not sync0 and not sync1  # CPU: BatchNorm stays per process
+
+
+class _StopAtStep(Trainer):
+    """Behaves as if SIGTERM arrived at optimiser step `stop_at`."""
+
+    stop_at = None
+
+    def _optimizer_step(self):
+        lr = super()._optimizer_step()
+        if self.stop_at is not None and self.state.step == self.stop_at:
+            self.stop_signal = True
+        return lr
+
+
+def _run_once(tmp, name, stop_at=None, resume=None):
+    ctx = dist.init_distributed("cpu")
+    trainer = build_trainer(tiny_options(tmp, name=name, epochs=3, resume=resume), ctx, _StopAtStep)
+    trainer.stop_at = stop_at
+    state = trainer.fit()
+    setup = trainer.s
+    lr = setup.optimizer.param_groups[0]["lr"]
+    return _flat_params(setup.model), _flat_params(setup.ema.module), state.step, state.epoch, lr
+
+
+def _interrupted_then_resumed(rank, world, tmp):
+    straight = _run_once(tmp, "straight")
+    # "SIGTERM" after step 2; the ranks agree on it at the next micro-batch and stop after step 3 (mid-epoch 2)
+    stopped = _run_once(tmp, "cut", stop_at=2)
+    resumed = _run_once(tmp, "cut", resume=str(tmp / "runs" / "cut" / "last.pt"))
+    return straight, stopped, resumed
+
+
+def test_resume_equals_uninterrupted_run(tmp_path):
+    results = run_distributed(_interrupted_then_resumed, 2, (tmp_path,), timeout=300)
+    for straight, stopped, resumed in results:
+        assert stopped[2] == 3 and stopped[3] == 1  # stopped after step 3, inside epoch 2
+        assert resumed[2] == straight[2] == 6 and resumed[3] == straight[3] == 3
+        assert not (stopped[0] == straight[0]).all()
+        assert np.allclose(resumed[0], straight[0], rtol=1e-5, atol=1e-6)  # model
+        assert np.allclose(resumed[1], straight[1], rtol=1e-5, atol=1e-6)  # EMA
+        assert math.isclose(resumed[4], straight[4], rel_tol=1e-9)  # learning rate
+    assert (results[0][2][0] == results[1][2][0]).all()
+
+
+def _full_run(rank, world, tmp):
+    ctx = dist.init_distributed("cpu")
+    state = run(tiny_options(tmp, name="full", epochs=2), ctx)
+    return state.epoch, state.best_fitness
+
+
+def test_full_run_writes_run_folder(tmp_path):
+    (e0, f0), (e1, f1) = run_distributed(_full_run, 2, (tmp_path,), timeout=240)
+    assert e0 == e1 == 2 and f0 == f1  # the same metrics on every rank
+    run_dir = tmp_path / "runs" / "full"
+    lines = (run_dir / "results.csv").read_text().splitlines()
+    assert lines[0].startswith("epoch,box,obj,cls,lr,map50,map") and len(lines) == 3
+    ckpt = torch.load(run_dir / "last.pt", weights_only=True)
+    assert ckpt["epoch"] == 2 and ckpt["step"] == 4 and ckpt["names"] == ["circle", "square", "triangle", "cross"]
+    assert len(ckpt["rng"]) == 2 and ckpt["ema"] is not None
+    assert (run_dir / "best.pt").is_file() and (run_dir / "opts.yaml").is_file()
