@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     params = sum(p.numel() for p in model.parameters())
     print(f"cfg {args.cfg}  input {args.img}x{args.img}  layers {len(model.layers)}  heads {len(model.heads)}")
     print(f"parameters {params:,}  (.weights floats {model.darknet_float_count():,})")
-    print(f"GFLOPs {count_gflops(model, args.img):.2f} per image")
+    print(f"GFLOPs {count_gflops(model, args.img):.4g} per image")
     devices = [torch.device("cpu")] if args.device in ("auto", "cpu") else []
     if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()):
         devices.append(torch.device("cuda"))
