@@ -6,7 +6,7 @@ import logging
 
 from torch import nn
 
-from .activations import Activation, read_activation
+from .activations import read_activation
 from .cfg import Section
 from .layers import BatchNormLayer, Connected, GlobalAvgPool, Identity, Softmax
 from .merge import Sam, ScaleChannels
@@ -136,4 +136,3 @@ def build_layers(sections: list[Section], input_shape: tuple[int, int, int]) -> 
     return ctx.built
 
 
-__all__ = ["Activation", "Built", "build_layers"]

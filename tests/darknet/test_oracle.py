@@ -2,7 +2,6 @@
 random cfgs that exercise every layer type and option, and on the real yolov3-tiny weights at a small size."""
 
 import numpy as np
-import pytest
 import torch
 
 from detect import Darknet
