@@ -60,7 +60,7 @@ def _autocast(device: torch.device, half: bool):
 
 
 def run_shard(model: torch.nn.Module, loader, device: torch.device, category_ids, conf_thres: float,
-              iou_thres: float, max_det: int, multi_label: bool, half: bool) -> _ShardOutput:
+              iou_thres: float, max_det: int, multi_label: bool, half: bool, merge: bool) -> _ShardOutput:
     """Inference + NMS over this rank's batches; COCO result dicts in original image pixels."""
     seconds = dict.fromkeys(("preprocess", "inference", "nms"), 0.0)
     rows, image_ids = [], []
@@ -77,7 +77,7 @@ def run_shard(model: torch.nn.Module, loader, device: torch.device, category_ids
         now = time.perf_counter()
         seconds["inference"] += now - tick
         tick = now
-        detections = non_max_suppression(pred, conf_thres, iou_thres, max_det, multi_label)
+        detections = non_max_suppression(pred, conf_thres, iou_thres, max_det, multi_label, merge=merge)
         for det, meta in zip(detections, metas):
             image_id = int(_meta(meta, "image_id"))
             boxes = scale_to_original(det, _meta(meta, "ratio"), _meta(meta, "pad"), _meta(meta, "orig_size"))
@@ -118,11 +118,13 @@ def _evaluate_on_rank0(shards: list[_ShardOutput], source) -> EvalResult:
 
 
 def evaluate(model: torch.nn.Module, loader, device, conf_thres: float = 0.001, iou_thres: float = 0.6,
-             max_det: int = 300, multi_label: bool = True, half: bool = False) -> EvalResult:
+             max_det: int = 300, multi_label: bool = True, half: bool = False, merge: bool = True) -> EvalResult:
     """COCO metrics of `model` (the unwrapped / EMA module) over the split of `loader`, on every rank.
 
     Every rank must call this with its own loader (from build_eval_loader with its rank): the same result is
     returned everywhere. `half` uses float16 autocast on CUDA (the model itself is not converted).
+    `merge` refines each kept box to the score-weighted mean of its NMS cluster (higher mAP; the plain
+    protocol of other implementations is multi_label=False, merge=False).
     """
     device = torch.device(device)
     source = loader.dataset.source
@@ -131,7 +133,7 @@ def evaluate(model: torch.nn.Module, loader, device, conf_thres: float = 0.001, 
     try:
         with torch.inference_mode():
             shard = run_shard(model, loader, device, source.category_ids, conf_thres, iou_thres, max_det,
-                              multi_label, half)
+                              multi_label, half, merge)
     finally:
         model.train(was_training)
     shards = dist.all_gather_object(shard)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 from torchvision.ops import batched_nms
 
-from detect.boxes import clip_boxes_, xywh_to_xyxy
+from detect.boxes import box_iou, clip_boxes_, xywh_to_xyxy
 
 # Candidates kept per image before NMS (best scores first): bounds NMS time when a weak model
 # scores everything above a low confidence threshold.
@@ -56,15 +56,31 @@ def _cap_per_image(image_idx: torch.Tensor, scores: torch.Tensor, limit: int) ->
     return grouped[rank < limit]
 
 
+def _merged_boxes(boxes: torch.Tensor, scores: torch.Tensor, image_idx: torch.Tensor, cls: torch.Tensor,
+                  final: torch.Tensor, iou_thres: float) -> torch.Tensor:
+    """Boxes of `final` replaced by the score-weighted mean of their cluster (merge-NMS), image by image
+    so the IoU matrix stays [kept, candidates of one image]."""
+    merged = boxes[final].clone()
+    for image in torch.unique(image_idx[final]).tolist():
+        rows = (image_idx[final] == image).nonzero(as_tuple=True)[0]
+        members = (image_idx == image).nonzero(as_tuple=True)[0]
+        kept = final[rows]
+        same_cluster = (box_iou(boxes[kept], boxes[members]) > iou_thres) & (cls[kept, None] == cls[None, members])
+        weights = same_cluster * scores[None, members]
+        merged[rows] = (weights @ boxes[members]) / weights.sum(1, keepdim=True)
+    return merged
+
+
 def non_max_suppression(pred: torch.Tensor, conf_thres: float = 0.001, iou_thres: float = 0.6,
                         max_det: int = 300, multi_label: bool = True,
                         classes: Sequence[int] | None = None,
-                        max_candidates: int = MAX_CANDIDATES_PER_IMAGE) -> list[torch.Tensor]:
+                        max_candidates: int = MAX_CANDIDATES_PER_IMAGE, merge: bool = False) -> list[torch.Tensor]:
     """Per image, detections `[n, 6]` = (x1, y1, x2, y2, score, class) in input pixels, best first.
 
     `multi_label`: every class whose score passes gives its own row; otherwise only the best class of a box.
     `classes`: keep only these class indices. At most `max_det` rows per image, chosen among the
-    `max_candidates` best-scoring candidates of that image.
+    `max_candidates` best-scoring candidates of that image. `merge`: each kept box becomes the score-weighted
+    mean of the candidates it suppressed (same image and class, IoU > iou_thres) and itself.
     """
     if pred.dim() != 3 or pred.shape[-1] < 6:
         raise ValueError(f"expected model output [N, P, 5+K] with K >= 1, got shape {tuple(pred.shape)}")
@@ -85,7 +101,8 @@ def non_max_suppression(pred: torch.Tensor, conf_thres: float = 0.001, iou_thres
     kept = batched_nms(boxes.double(), scores.double(), image_idx * num_classes + cls, iou_thres)  # best first
     grouped, rank = _rank_within_image(image_idx, kept)
     final = grouped[rank < max_det]
-    rows = torch.cat((boxes[final], scores[final, None], cls[final, None].float()), dim=1)
+    final_boxes = _merged_boxes(boxes, scores, image_idx, cls, final, iou_thres) if merge else boxes[final]
+    rows = torch.cat((final_boxes, scores[final, None], cls[final, None].float()), dim=1)
     counts = torch.bincount(image_idx[final], minlength=batch).tolist()
     return list(torch.split(rows, counts))
 
