@@ -50,7 +50,7 @@ class MaxPool(nn.Module):
         missing = groups * self.out_channels - c
         if missing:
             x = torch.cat([x, x.new_full((n, missing, h, w), float("-inf"))], 1)
-        return x.view(n, groups, self.out_channels, h, w).amax(1)
+        return x.reshape(n, groups, self.out_channels, h, w).amax(1)
 
     def extra_repr(self) -> str:
         return (f"size={self.size}, stride=({self.stride_y}, {self.stride_x}), padding={self.padding}, "
@@ -105,8 +105,8 @@ class Reorg3d(nn.Module):
         s = self.stride
         if self.reverse:
             out_c = c // (s * s)
-            return x.view(n, s, s, out_c, h, w).permute(0, 3, 4, 1, 5, 2).reshape(n, out_c, h * s, w * s)
-        return x.view(n, c, h // s, s, w // s, s).permute(0, 3, 5, 1, 2, 4).reshape(n, s * s * c, h // s, w // s)
+            return x.reshape(n, s, s, out_c, h, w).permute(0, 3, 4, 1, 5, 2).reshape(n, out_c, h * s, w * s)
+        return x.reshape(n, c, h // s, s, w // s, s).permute(0, 3, 5, 1, 2, 4).reshape(n, s * s * c, h // s, w // s)
 
 
 class ReorgOld(nn.Module):

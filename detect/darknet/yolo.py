@@ -26,7 +26,9 @@ class YoloHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n, _, h, w = x.shape
-        return x.view(n, self.num_anchors, self.num_classes + 5, h, w).permute(0, 1, 3, 4, 2)
+        if x.is_contiguous(memory_format=torch.channels_last):  # no copy for channels_last activations
+            return x.permute(0, 2, 3, 1).view(n, h, w, self.num_anchors, -1).permute(0, 3, 1, 2, 4)
+        return x.reshape(n, self.num_anchors, self.num_classes + 5, h, w).permute(0, 1, 3, 4, 2)
 
     def activate(self, raw: torch.Tensor) -> torch.Tensor:
         """The [yolo] layer's own output as Darknet stores it ([N, A·(5+K), H, W]): logistic on x, y, objectness

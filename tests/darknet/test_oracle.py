@@ -2,6 +2,7 @@
 random cfgs that exercise every layer type and option, and on the real yolov3-tiny weights at a small size."""
 
 import numpy as np
+import pytest
 import torch
 
 from detect import Darknet
@@ -352,3 +353,19 @@ def test_real_yolov3_tiny_weights_match_the_oracle_at_96():
     # the 2/1 maxpool (layer 11) on the 3x3 map: the last row/col see only border values (-inf padding, not 0)
     assert np.array_equal(ours[11][0, :, -1, -1].numpy(), ours[10][0, :, -1, -1].numpy())
     assert relative_error(detections, expected_detections) < 1e-4
+
+
+@pytest.mark.parametrize("cfg_text, size", [(GRAPH_CFG, (18, 22)), (YOLO_CFG, (48, 64))])
+def test_channels_last_gives_the_same_outputs(cfg_text, size):
+    model = Darknet(cfg_text, img_size=size).eval()
+    randomize_weights(model, seed=4)
+    x = torch.rand((2, 3) + size)
+    with torch.no_grad():
+        expected = model(x)
+        model.to(memory_format=torch.channels_last)
+        x_last = x.contiguous(memory_format=torch.channels_last)
+        assert relative_error(model(x_last), expected) < 1e-5
+        if not model.is_classifier:
+            model.train()
+            raws = model(x_last)
+            assert [tuple(r.shape) for r in raws] == [(2, 3, 24, 32, 7), (2, 3, 12, 16, 7)]
