@@ -6,6 +6,8 @@ Both return uint8 CHW RGB tensors (conversion to float happens on the device). T
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import cv2
 import numpy as np
 import torch
@@ -32,13 +34,17 @@ class TrainDataset(Dataset):
     """Mosaic (probability `mosaic`) or a centred single image, then affine, HSV and flip, at `img_size`."""
 
     def __init__(self, source: DatasetSource, img_size: int, augment: AugmentConfig, seed: int = 0,
-                 rank: int = 0, cache_images: bool = False):
+                 rank: int = 0, cache_images: bool = False, buffer_images: int = 0):
         self.source = source
         self.records = source.records
         self.img_size = int(img_size)
         self.augment = augment
         self.rng = np.random.default_rng([seed, rank])
         self._ram = [None] * len(self.records) if cache_images else None
+        # Recently decoded images (per worker): a mosaic draws 3 random partners, so on small and medium
+        # datasets most draws hit images decoded moments ago; decoding is the dominant cost.
+        self._recent: OrderedDict[int, tuple[np.ndarray, float]] = OrderedDict()
+        self.buffer_images = 0 if cache_images else int(buffer_images)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -51,10 +57,17 @@ class TrainDataset(Dataset):
         """(image with long side = img_size, boxes scaled to it)."""
         if self._ram is not None and self._ram[index] is not None:
             image, r = self._ram[index]
+        elif index in self._recent:
+            self._recent.move_to_end(index)
+            image, r = self._recent[index]
         else:
             image, r = resize_long_side(load_image(self.records[index].path), self.img_size)
             if self._ram is not None:
                 self._ram[index] = (image, r)
+            elif self.buffer_images > 0:
+                self._recent[index] = (image, r)
+                if len(self._recent) > self.buffer_images:
+                    self._recent.popitem(last=False)
         return image, self.records[index].boxes.astype(np.float64) * r
 
     def __getitem__(self, index: int):

@@ -113,10 +113,10 @@ def load_image(path: str | Path) -> np.ndarray:
 
 
 def resize_long_side(image: np.ndarray, size: int) -> tuple[np.ndarray, float]:
-    """Scale so the longer side equals `size`; returns (image, scale). Exact scale via fx/fy (see letterbox)."""
+    """Scale so the longer side equals `size`; returns (image, scale). Bilinear: training samples are warped
+    again right after, and INTER_AREA at non-integer scales costs several times a JPEG decode."""
     h, w = image.shape[:2]
     r = size / max(h, w)
     if r == 1.0:
         return image, r
-    interp = cv2.INTER_AREA if r < 1 else cv2.INTER_LINEAR
-    return cv2.resize(image, None, fx=r, fy=r, interpolation=interp), r
+    return cv2.resize(image, None, fx=r, fy=r, interpolation=cv2.INTER_LINEAR), r

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import cv2
 import torch
 from torch.utils.data import DataLoader
 
@@ -48,22 +49,30 @@ def open_split(spec: DataSpec | str | Path, split: str, cache_dir: Path | None =
 
 
 def _loader_kwargs(workers: int) -> dict:
+    if workers > 0:
+        # Workers are forked from this process: an OpenCV thread pool inherited across fork aborts them at
+        # exit ("terminate called without an active exception"); the workers are the parallelism anyway.
+        cv2.setNumThreads(0)
     return {"num_workers": workers, "pin_memory": torch.cuda.is_available(), "worker_init_fn": worker_init,
             "persistent_workers": workers > 0, "prefetch_factor": 4 if workers > 0 else None}
 
 
 def build_train_loader(spec, img_size: int, batch_size: int, hyp: dict | None, workers: int, stride: int,
                        rank: int, world_size: int, seed: int, cache_dir=None, cache_images: bool = False,
-                       split: str = "train"):
+                       split: str = "train", buffer_images: int | None = None):
     """(DataLoader, DistributedSampler): per-process batches of `batch_size` at img_size x img_size.
 
     Augmentation draws come from a per-rank, per-worker seed; the shuffle uses `seed` on every rank.
+    `cache_images` keeps every resized image in RAM (per worker); otherwise each worker keeps the
+    `buffer_images` most recently decoded ones (default min(8 * batch_size, 512)) for mosaic partners.
     """
     if img_size % stride:
         raise ValueError(f"image size {img_size} must be a multiple of the model's stride {stride}")
     source = open_split(spec, split, cache_dir)
+    if buffer_images is None:
+        buffer_images = min(8 * batch_size, 512)
     dataset = TrainDataset(source, img_size, AugmentConfig.from_hyp(hyp), seed=seed, rank=rank,
-                           cache_images=cache_images)
+                           cache_images=cache_images, buffer_images=buffer_images)
     per_rank = -(-len(dataset) // world_size)
     if per_rank < batch_size:
         raise ValueError(f"{split} split has {len(dataset)} usable images: {per_rank} per rank with "
