@@ -1,0 +1,177 @@
+"""`python -m detect.val`: COCO metrics of a Darknet model on a dataset split (also under torchrun).
+
+    python -m detect.val --cfg cfg/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --data data/coco.yaml
+    torchrun --nproc_per_node 2 -m detect.val ...   # each rank evaluates its own batches
+
+Defaults are the best settings (rect batches, multi-label, merge-NMS); `--square --single-label --no-merge`
+is the plain protocol of other implementations. Writes metrics.json (and results.json with --save-json) to
+runs/val/<name>.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+import torch
+
+from detect import dist
+from detect.coco import STAT_NAMES, format_class_table, format_summary
+from detect.darknet import Darknet, load_weights
+from detect.darknet.weights import checkpoint_state_dict, is_torch_checkpoint
+from detect.evaluate import EvalResult, evaluate
+from detect.log import setup_logging
+
+log = logging.getLogger(__name__)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m detect.val", description=__doc__.split("\n")[0])
+    p.add_argument("--cfg", help="Darknet .cfg (optional for .pt checkpoints, which carry their cfg)")
+    p.add_argument("--weights", required=True, help=".weights or .pt checkpoint")
+    p.add_argument("--data", required=True, help="dataset spec (data/*.yaml)")
+    p.add_argument("--split", default="val", choices=("train", "val"))
+    p.add_argument("--img", type=int, default=416, help="input size (long side)")
+    p.add_argument("--batch", type=int, default=32, help="batch size (per process)")
+    p.add_argument("--conf", type=float, default=0.001, help="confidence threshold (objectness * class)")
+    p.add_argument("--iou", type=float, default=0.6, help="NMS IoU threshold")
+    p.add_argument("--max-det", type=int, default=300, help="detections per image at most")
+    p.add_argument("--square", action="store_true", help="square letterbox instead of rect batches")
+    p.add_argument("--single-label", action="store_true", help="one label per box (best class) instead of multi")
+    p.add_argument("--no-merge", action="store_true", help="plain NMS instead of merge-NMS")
+    p.add_argument("--half", action="store_true", help="float16 autocast (CUDA only)")
+    p.add_argument("--save-json", action="store_true", help="write the COCO results json")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    p.add_argument("--workers", type=int, default=4, help="data loader workers per process")
+    p.add_argument("--project", default="runs/val", help="parent folder of the run folder")
+    p.add_argument("--name", default="exp", help="run folder name (a number is appended when it exists)")
+    args = p.parse_args(argv)
+    for name in ("img", "batch", "max_det"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+    if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
+        p.error(f"--conf must be in [0, 1) and --iou in [0, 1], got {args.conf} and {args.iou}")
+    return args
+
+
+def build_model(cfg, weights, img_size: int, device: torch.device) -> tuple[Darknet, list[str] | None]:
+    """The model of `cfg` with every tensor from `weights`, fused, in eval mode on `device`.
+
+    A .pt checkpoint may supply the cfg (its `cfg_text`) and class names. Weights that do not fit the cfg
+    exactly are an error here: evaluating a partly initialised model would give meaningless numbers.
+    """
+    weights = Path(weights)
+    if not weights.is_file():
+        raise FileNotFoundError(f"--weights {weights}: file not found")
+    names = None
+    if is_torch_checkpoint(weights):
+        checkpoint = torch.load(weights, map_location="cpu", weights_only=True)
+        if isinstance(checkpoint, dict):
+            names = list(checkpoint.get("names") or []) or None
+            cfg = cfg or checkpoint.get("cfg_text")
+        checkpoint_state_dict(checkpoint)  # raises when the file holds no weights
+    if cfg is None:
+        raise ValueError(f"--cfg is required: {weights} is a Darknet .weights file, which holds no cfg")
+    model = Darknet(cfg, img_size=img_size)
+    if model.is_classifier:
+        raise ValueError(f"{cfg}: a classifier cfg (no [yolo] layer) cannot be evaluated as a detector")
+    report = load_weights(model, weights)
+    problems = list(report.get("skipped", [])) + list(report.get("missing", []))
+    if problems:
+        raise ValueError(f"{weights} does not fit {model.cfg_path or 'the cfg'} ({model.num_classes} classes): "
+                         f"{len(problems)} tensor(s) differ, e.g. {problems[0]}; pass the cfg the weights were "
+                         f"trained with")
+    return model.fuse().eval().to(device), names
+
+
+def open_checked_split(data, split: str, num_classes: int, weights):
+    """The split's source, after the checks that must fail before any work (dataset vs model)."""
+    from detect.data.loader import open_split
+    from detect.data.spec import load_data_spec
+
+    spec = load_data_spec(data)
+    if spec.format == "coco":
+        annotations = spec.annotations(split)
+        try:
+            listed = json.loads(annotations.read_text()).get("images")
+        except (OSError, ValueError, AttributeError) as e:
+            raise ValueError(f"{annotations}: not a readable COCO annotation file ({e})") from None
+        if not listed:
+            raise ValueError(f"{annotations}: the annotation file has no images (its `images` list is empty); "
+                             f"point {split}_annotations in {data} at the right file")
+    source = open_split(spec, split)
+    if not source.records and not source.dropped_image_ids:
+        raise ValueError(f"{data}: the {split} split has no images (check the annotation file / image folder)")
+    if source.dropped_image_ids:
+        bad = [f"{path} ({kind}: {detail})" for path, kind, detail in source.report.entries
+               if kind in ("missing", "empty_file", "corrupt", "unsupported_format")]
+        raise FileNotFoundError(f"{data}: {len(source.dropped_image_ids)} image(s) of the {split} split cannot be "
+                                f"read, e.g. {'; '.join(bad[:3])}; evaluation needs every image")
+    if source.num_classes != num_classes:
+        raise ValueError(f"--weights {weights} predicts {num_classes} classes but {data} has "
+                         f"{source.num_classes}; use weights trained for this dataset")
+    return source
+
+
+def next_run_dir(project, name: str) -> Path:
+    """project/name, or project/name2, name3, ... when it exists."""
+    base = Path(project) / name
+    path, n = base, 2
+    while path.exists():
+        path, n = base.with_name(f"{name}{n}"), n + 1
+    return path
+
+
+def report(result: EvalResult, run_dir: Path, args, save_json: bool) -> None:
+    """Print the summary and the class table; write metrics.json (and results.json)."""
+    t = result.timings
+    print(format_summary(result.stats))
+    print(format_class_table(result.per_class, result.num_images, result.stats))
+    print(f"speed per image: {t['preprocess']:.1f} ms preprocess, {t['inference']:.1f} ms inference, "
+          f"{t['nms']:.1f} ms NMS, {t['cocoeval']:.1f} ms COCOeval ({result.num_images} images)")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    metrics = {"map": result.map, "map50": result.map50, "stats": dict(zip(STAT_NAMES, result.stats)),
+               "per_class": [c.__dict__ for c in result.per_class], "timings_ms_per_image": t,
+               "num_images": result.num_images, "args": vars(args)}
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    if save_json:
+        (run_dir / "results.json").write_text(json.dumps(result.results))
+    print(f"results written to {run_dir}")
+
+
+def run(args) -> EvalResult:
+    ctx = dist.init_distributed(args.device)
+    setup_logging(ctx.rank, ctx.world_size)
+    try:
+        model, _ = build_model(args.cfg, args.weights, args.img, ctx.device)
+        # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
+        open_checked_split(args.data, args.split, model.num_classes, args.weights)
+        from detect.data.loader import build_eval_loader
+
+        loader = build_eval_loader(args.data, args.split, args.img, args.batch, args.workers, model.max_stride,
+                                   ctx.rank, ctx.world_size, rect=not args.square)
+        result = evaluate(model, loader, ctx.device, args.conf, args.iou, args.max_det,
+                          multi_label=not args.single_label, half=args.half, merge=not args.no_merge)
+        run_dir = dist.broadcast_object(next_run_dir(args.project, args.name) if ctx.is_main else None)
+        if ctx.is_main:
+            report(result, run_dir, args, args.save_json)
+        return result
+    finally:
+        dist.destroy()
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        run(args)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""detect.val: input checks, an end-to-end run on generated data, coco-tiny accuracy and rank invariance."""
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from detect.darknet import Darknet, save_pt
+from detect.val import main, parse_args, run
+from tests.distributed import run_distributed
+
+# A tiny detector: one stride-2 conv and a [yolo] head with 3 classes.
+TINY_CFG = """[net]
+width=64
+height=64
+channels=3
+
+[convolutional]
+batch_normalize=1
+filters=8
+size=3
+stride=2
+pad=1
+activation=leaky
+
+[convolutional]
+size=1
+stride=1
+pad=1
+filters=24
+activation=linear
+
+[yolo]
+mask=0,1,2
+anchors=6,8, 12,10, 20,24
+classes=3
+num=3
+"""
+NAMES = ["red", "green", "blue"]
+
+
+def write_tiny_checkpoint(folder, names=NAMES):
+    """A .pt checkpoint (random but seeded weights, cfg text and names inside)."""
+    torch.manual_seed(0)
+    cfg = TINY_CFG.replace("classes=3", f"classes={len(names)}").replace("filters=24",
+                                                                          f"filters={3 * (5 + len(names))}")
+    model = Darknet(cfg)
+    path = folder / "tiny.pt"
+    save_pt(model, path, names=names)
+    return path
+
+
+def write_coco_dataset(folder, sizes=((48, 64), (64, 40), (64, 64)), drop_file=None, no_images=False):
+    """Generated images (coloured rectangles on grey) with a COCO json, and a spec; returns the spec path."""
+    rng = np.random.default_rng(0)
+    (folder / "images").mkdir(parents=True)
+    images, anns = [], []
+    for i, (h, w) in enumerate(sizes):
+        image = np.full((h, w, 3), 114, np.uint8)
+        name = f"img{i}.jpg"
+        for _ in range(2):
+            bw, bh = int(rng.integers(8, w // 2)), int(rng.integers(8, h // 2))
+            x, y = int(rng.integers(0, w - bw)), int(rng.integers(0, h - bh))
+            cls = int(rng.integers(0, 3))
+            image[y:y + bh, x:x + bw] = [(0, 0, 255), (0, 255, 0), (255, 0, 0)][cls]
+            anns.append({"id": len(anns) + 1, "image_id": 10 + i, "category_id": cls + 1, "bbox": [x, y, bw, bh],
+                         "area": bw * bh, "iscrowd": 0})
+        if name != drop_file:
+            cv2.imwrite(str(folder / "images" / name), image)
+        images.append({"id": 10 + i, "file_name": name, "width": w, "height": h})
+    if no_images:
+        images, anns = [], []
+    categories = [{"id": k + 1, "name": n} for k, n in enumerate(NAMES)]
+    (folder / "val.json").write_text(json.dumps({"images": images, "annotations": anns, "categories": categories}))
+    spec = folder / "data.yaml"
+    spec.write_text(f"path: {folder}\nformat: coco\ntrain: images\nval: images\n"
+                    f"train_annotations: val.json\nval_annotations: val.json\n")
+    return spec
+
+
+@pytest.fixture(autouse=True)
+def _label_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DETECT_CACHE", str(tmp_path / "cache"))
+
+
+def _val_args(spec, weights, tmp_path, *extra):
+    return ["--weights", str(weights), "--data", str(spec), "--img", "64", "--batch", "2", "--device", "cpu",
+            "--workers", "0", "--project", str(tmp_path / "runs"), *extra]
+
+
+def test_val_end_to_end_writes_metrics_and_results(tmp_path, capsys):
+    spec = write_coco_dataset(tmp_path / "data")
+    weights = write_tiny_checkpoint(tmp_path)
+    assert main(_val_args(spec, weights, tmp_path, "--save-json", "--name", "tiny")) == 0
+    out = capsys.readouterr().out
+    assert "AP@[.50:.95] all maxDets=100" in out and "speed per image" in out and "instances" in out
+    metrics = json.loads((tmp_path / "runs" / "tiny" / "metrics.json").read_text())
+    assert metrics["num_images"] == 3 and len(metrics["stats"]) == 12
+    assert sum(c["instances"] for c in metrics["per_class"]) == 6
+    results = json.loads((tmp_path / "runs" / "tiny" / "results.json").read_text())
+    assert results and {r["image_id"] for r in results} <= {10, 11, 12}
+    assert {r["category_id"] for r in results} <= {1, 2, 3}
+    # a second run gets its own folder
+    assert main(_val_args(spec, weights, tmp_path, "--name", "tiny")) == 0
+    assert (tmp_path / "runs" / "tiny2" / "metrics.json").is_file()
+
+
+def test_val_rejects_class_count_mismatch(tmp_path, capsys):
+    spec = write_coco_dataset(tmp_path / "data")
+    weights = write_tiny_checkpoint(tmp_path, names=["a", "b"])
+    assert main(_val_args(spec, weights, tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert "predicts 2 classes" in err and "has 3" in err and str(spec) in err
+
+
+def test_val_rejects_missing_image(tmp_path, capsys):
+    spec = write_coco_dataset(tmp_path / "data", drop_file="img1.jpg")
+    weights = write_tiny_checkpoint(tmp_path)
+    assert main(_val_args(spec, weights, tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert "img1.jpg" in err and "missing" in err
+
+
+def test_val_rejects_annotation_file_without_images(tmp_path, capsys):
+    spec = write_coco_dataset(tmp_path / "data", no_images=True)
+    weights = write_tiny_checkpoint(tmp_path)
+    assert main(_val_args(spec, weights, tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert "has no images" in err and "val.json" in err
+
+
+def test_val_requires_cfg_for_darknet_weights(tmp_path, capsys):
+    spec = write_coco_dataset(tmp_path / "data")
+    weights = tmp_path / "x.weights"
+    weights.write_bytes(b"\0" * 64)
+    assert main(_val_args(spec, weights, tmp_path)) == 2
+    assert "--cfg is required" in capsys.readouterr().err
+
+
+# ---- coco-tiny: accuracy of the official yolov3-tiny weights, and rank invariance -----------------------------
+
+def _coco_tiny_args(shared, tmp_path, *extra):
+    return parse_args(["--cfg", str(shared("darknet-cfg", "yolov3-tiny.cfg")),
+                       "--weights", str(shared("weights", "yolov3-tiny.weights")),
+                       "--data", "data/coco-tiny.yaml", "--img", "416", "--device", "cpu", "--workers", "0",
+                       "--project", str(tmp_path / "runs"), *extra])
+
+
+@pytest.mark.slow
+def test_coco_tiny_accuracy_protocol_and_best(shared, tmp_path):
+    # protocol of an independent Darknet implementation: square letterbox, one label, plain NMS 0.6
+    protocol = run(_coco_tiny_args(shared, tmp_path, "--square", "--single-label", "--no-merge"))
+    assert protocol.num_images == 80
+    assert protocol.map == pytest.approx(0.222, abs=0.006)
+    assert protocol.map50 == pytest.approx(0.418, abs=0.006)
+    # the defaults (rect batches, multi-label, merge-NMS) reach the best-known PyTorch port's figures
+    best = run(_coco_tiny_args(shared, tmp_path))
+    assert best.map >= 0.244 and best.map50 >= 0.443
+
+
+def _subset_spec(folder, shared, count):
+    """A coco-tiny spec restricted to its first `count` val images (annotations filtered)."""
+    root = shared("data", "coco-tiny")
+    data = json.loads((root / "annotations" / "instances_val2017.json").read_text())
+    data["images"] = sorted(data["images"], key=lambda im: im["id"])[:count]
+    ids = {im["id"] for im in data["images"]}
+    data["annotations"] = [a for a in data["annotations"] if a["image_id"] in ids]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "val.json").write_text(json.dumps(data))
+    spec = folder / "subset.yaml"
+    spec.write_text(f"path: {root}\nformat: coco\ntrain: val2017\nval: val2017\n"
+                    f"train_annotations: {folder / 'val.json'}\nval_annotations: {folder / 'val.json'}\n")
+    return spec
+
+
+def _evaluate_subset(rank, world_size, spec, cfg, weights):
+    from detect.data.loader import build_eval_loader
+    from detect.evaluate import evaluate
+    from detect.val import build_model
+
+    model, _ = build_model(cfg, weights, 320, torch.device("cpu"))
+    loader = build_eval_loader(spec, "val", 320, 2, 0, model.max_stride, rank, world_size, rect=True)
+    result = evaluate(model, loader, "cpu")
+    return result.stats, [tuple(c.__dict__.values()) for c in result.per_class], result.num_images
+
+
+@pytest.mark.slow
+def test_coco_tiny_subset_same_metrics_for_1_2_3_ranks(shared, tmp_path):
+    # 7 images in batches of 2: 4 batches, uneven over 2 and 3 ranks
+    spec = _subset_spec(tmp_path / "subset", shared, 7)
+    args = (str(spec), str(shared("darknet-cfg", "yolov3-tiny.cfg")), str(shared("weights", "yolov3-tiny.weights")))
+    reference = _evaluate_subset(0, 1, *args)
+    assert reference[2] == 7 and reference[0][0] > 0
+    for world_size in (2, 3):
+        for output in run_distributed(_evaluate_subset, world_size, args=args):
+            assert output == reference
