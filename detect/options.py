@@ -34,8 +34,8 @@ class TrainOptions:
     data: str = str(DEFAULT_DATA)
     hyp: str = str(DEFAULT_HYP)
     weights: str | None = None
-    epochs: int = 30
-    batch_size: int = 16
+    epochs: int = 20
+    batch_size: int = 8
     img_size: int | None = None
     device: str = "auto"
     workers: int = 1

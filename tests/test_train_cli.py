@@ -1,0 +1,125 @@
+"""train.py as users run it: option errors, fine-tuning, SyncBN policy, torchrun end to end and failure."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from detect import dist
+from detect.options import TrainOptions, parse_options
+from detect.train import amp_dtype_for, backbone_length, build_model, freeze_layers
+from tests.conftest import shared_path
+from tests.test_train_dist import tiny_options
+
+ROOT = Path(__file__).resolve().parents[1]
+CTX = dist.DistContext(0, 1, 0, torch.device("cpu"), None)
+
+
+def test_invalid_flags_fail_before_training(tmp_path):
+    with pytest.raises(ValueError, match="--img-size"):
+        parse_options(["--img-size", "250"])
+    with pytest.raises(FileNotFoundError, match="--weights nope.weights"):
+        parse_options(["--weights", "nope.weights"])
+    with pytest.raises(ValueError, match="--freeze"):
+        parse_options(["--freeze", "head"])
+    proc = subprocess.run([sys.executable, "train.py", "--batch-size", "0"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "--batch-size must be a positive integer" in proc.stderr
+
+
+def test_sync_bn_policy_and_conversion():
+    assert not dist.use_sync_bn("auto", torch.device("cpu"), 2)
+    assert dist.use_sync_bn("auto", torch.device("cuda", 0), 2)
+    assert not dist.use_sync_bn("auto", torch.device("cuda", 0), 1)
+    with pytest.raises(ValueError, match="needs CUDA"):
+        dist.use_sync_bn("on", torch.device("cpu"), 2)
+    model = build_model(str(ROOT / "cfg" / "yolo-mini.cfg"), 4, None, CTX)
+    n_bn = sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
+    converted = dist.convert_sync_bn(model)
+    assert sum(isinstance(m, torch.nn.SyncBatchNorm) for m in converted.modules()) == n_bn == 10
+    assert amp_dtype_for("auto", torch.device("cpu")) is None and amp_dtype_for("off", torch.device("cuda")) is None
+    assert amp_dtype_for("fp16", torch.device("cuda")) is torch.float16
+
+
+def test_freeze_backbone_of_yolov3_tiny():
+    model = build_model(str(shared_path("darknet-cfg", "yolov3-tiny.cfg")), 3, None, CTX)
+    assert backbone_length(model) == 12  # conv/maxpool stack before the first head's conv chain
+    frozen_bn = freeze_layers(model, "backbone")
+    assert len(frozen_bn) == 6  # the 6 conv+BN layers among layers 0..11
+    assert not any(p.requires_grad for layer in list(model.layers)[:12] for p in layer.parameters())
+    assert all(p.requires_grad for layer in list(model.layers)[12:] for p in layer.parameters())
+
+
+def test_finetune_yolov3_tiny_weights_onto_three_classes():
+    cfg = str(shared_path("darknet-cfg", "yolov3-tiny.cfg"))
+    weights = str(shared_path("weights", "yolov3-tiny.weights"))
+    model = build_model(cfg, 3, weights, CTX)
+    reference = build_model(cfg, None, None, CTX)
+    reference.load_darknet_weights(weights)
+    assert model.num_classes == 3 and model.heads[0].num_classes == 3
+    theirs, mine = reference.state_dict(), model.state_dict()
+    transferable = [k for k in mine if k in theirs and mine[k].shape == theirs[k].shape]
+    assert all(torch.equal(mine[k], theirs[k]) for k in transferable)
+    # only the two class-count-dependent head convs (weights + biases) are skipped
+    skipped = model.weights_report["skipped"]
+    assert len(skipped) == 4 and all("conv" in s for s in skipped)
+    assert len(transferable) == len(mine) - 4
+
+
+def _torchrun(args, tmp_path, env=None, timeout=300):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *args]
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    start = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=full_env)
+    return proc, time.monotonic() - start
+
+
+def _tiny_args(tmp_path, epochs=1):
+    o = tiny_options(tmp_path)
+    return ["--data", o.data, "--hyp", o.hyp, "--img-size", "64", "--batch-size", "4", "--nbs", "8", "--epochs",
+            str(epochs), "--workers", "0", "--project", o.project, "--name", "smoke", "--device", "cpu",
+            "--cache-dir", o.cache_dir]
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes_smoke(tmp_path):
+    proc, _ = _torchrun(["train.py", *_tiny_args(tmp_path)], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_dir = tmp_path / "runs" / "smoke"
+    assert {"last.pt", "best.pt", "results.csv", "opts.yaml", "hyp.yaml"} <= {p.name for p in run_dir.iterdir()}
+    assert "[rank 1]" not in proc.stdout  # INFO from rank 0 only
+
+
+FAILING_RANK = """
+import sys
+from detect import loss as loss_module
+from detect import train
+
+calls = [0]
+original = loss_module.YoloLoss.__call__
+
+def failing(self, *args, **kwargs):
+    import os
+    calls[0] += 1
+    if os.environ["RANK"] == "1" and calls[0] == 2:
+        raise RuntimeError("injected failure on rank 1")
+    return original(self, *args, **kwargs)
+
+loss_module.YoloLoss.__call__ = failing
+sys.exit(train.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_a_failing_rank_ends_the_group_promptly(tmp_path):
+    script = tmp_path / "failing_train.py"
+    script.write_text(FAILING_RANK)
+    proc, seconds = _torchrun([str(script), *_tiny_args(tmp_path, epochs=50)], tmp_path,
+                              env={"PYTHONPATH": str(ROOT)})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "[rank 1] training failed: RuntimeError: injected failure on rank 1" in out
+    assert seconds < 60, f"the group took {seconds:.0f} s to end"
