@@ -137,3 +137,24 @@ def test_invalid_head_iou_loss_and_config():
         YoloLoss([_head(iou_loss="wat")], LossConfig())
     with pytest.raises(ValueError, match="iou_loss"):
         LossConfig.from_hyp({"iou_loss": "l1"})
+
+
+@pytest.mark.parametrize("cfg", ["yolo-mini.cfg"])
+def test_decode_agrees_with_the_model_heads(cfg):
+    from pathlib import Path
+
+    from detect.darknet.model import Darknet
+
+    model = Darknet(str(Path(__file__).resolve().parents[1] / "cfg" / cfg))
+    torch.manual_seed(0)
+    for head in model.heads:
+        spec = HeadSpec.from_head(head)
+        stride = head.stride[1]
+        grid = int(256 / stride)
+        raw = torch.randn(2, 3, grid, grid, 9) * 0.5
+        t = torch.tensor([[0, 1, 0.3, 0.6, 0.15, 0.2], [1, 2, 0.7, 0.2, 0.25, 0.2]])
+        (assigned,) = build_targets([spec], t, [(grid, grid)], (256, 256), anchor_t=100.0)
+        mine = decode_positives(raw, spec, assigned, torch.tensor([stride, stride]))
+        theirs = head.decode(raw, (256, 256))[assigned.image, assigned.anchor, assigned.gy, assigned.gx, :4]
+        corner = torch.stack([assigned.gx, assigned.gy], 1).float() * stride
+        assert torch.allclose(torch.cat([mine[:, :2] + corner, mine[:, 2:]], 1), theirs, atol=1e-4)
