@@ -5,8 +5,9 @@ The loss decodes the matched predictions with exactly the head's rules (docs/dar
 * ``new_coords=1``: the conv already applied the logistic: offset ``p*s - (s-1)/2``, size ``(2p)^2*anchor``,
   obj/class are probabilities.
 
-Every part is a mean over the local batch (box and class over positives, objectness over all slots), so the loss of a
-global batch does not depend on how it is split across ranks; DDP averages the gradients. The hyp gains
+Objectness is a mean over all slots of the local batch; box and class are sums over the local positives divided by
+the global positive count per rank (one small all-reduce), so the gradient DDP averages is the gradient of the
+whole global batch, however it is split across ranks. The hyp gains
 ``box``/``obj``/``cls`` weight the parts. The cfg's Darknet normalizers (``iou_normalizer`` etc.) scale Darknet's own
 summed gradients and are not used; the head's ``iou_loss`` (giou/diou/ciou) and ``label_smooth_eps`` are.
 """
@@ -21,6 +22,7 @@ import torch.nn.functional as F
 
 from detect.assign import HeadSpec, HeadTargets, build_targets
 from detect.boxes import aligned_iou
+from detect.dist import all_reduce_sum, get_world_size
 
 # Objectness weight per head stride: fine heads see many small, easy negatives (same idea as YOLOv5's balance).
 DEFAULT_OBJ_BALANCE = {8: 4.0, 16: 1.0, 32: 0.4, 64: 0.1}
@@ -63,13 +65,25 @@ def decode_positives(raw: torch.Tensor, head: HeadSpec, t: HeadTargets, stride_x
     return torch.cat([xy * stride_xy, wh], 1)
 
 
-def bce(pred: torch.Tensor, target: torch.Tensor, probabilities: bool) -> torch.Tensor:
-    """Mean binary cross-entropy on logits, or on probabilities (new_coords heads) with clamped logs."""
+def bce(pred: torch.Tensor, target: torch.Tensor, probabilities: bool, reduction: str = "mean") -> torch.Tensor:
+    """Binary cross-entropy on logits, or on probabilities (new_coords heads) with clamped logs."""
     if not probabilities:
-        return F.binary_cross_entropy_with_logits(pred, target)
+        return F.binary_cross_entropy_with_logits(pred, target, reduction=reduction)
     eps = 1e-7
     p = pred.clamp(eps, 1.0 - eps)
-    return -(target * p.log() + (1.0 - target) * (1.0 - p).log()).mean()
+    loss = -(target * p.log() + (1.0 - target) * (1.0 - p).log())
+    return loss.mean() if reduction == "mean" else loss.sum()
+
+
+def positives_per_rank(assigned: list[HeadTargets], device) -> list[float]:
+    """Per head, the global number of positives divided by the world size.
+
+    Box and class losses are sums over positives divided by this, so the gradient DDP averages equals the
+    gradient of one process that sees the whole global batch, however the positives fall across ranks.
+    """
+    counts = torch.tensor([float(t.count) for t in assigned], device=device)
+    counts = all_reduce_sum(counts) / get_world_size()
+    return counts.tolist()
 
 
 def objectness_balance(stride: float, table: dict | None) -> float:
@@ -112,11 +126,12 @@ class YoloLoss:
         targets = targets.to(raw_maps[0].device).float()
         grids = [(int(r.shape[2]), int(r.shape[3])) for r in raw_maps]
         assigned = build_targets(self.heads, targets, grids, img_hw, self.config.anchor_t)
+        normalisers = positives_per_rank(assigned, targets.device)
         zero = raw_maps[0].new_zeros(())
         box_loss, obj_loss, cls_loss = zero.clone(), zero.clone(), zero.clone()
-        for raw, head, t, (gh, gw) in zip(raw_maps, self.heads, assigned, grids):
+        for raw, head, t, (gh, gw), n in zip(raw_maps, self.heads, assigned, grids, normalisers):
             stride_xy = raw.new_tensor([img_hw[1] / gw, img_hw[0] / gh])
-            b, o, c = self._head_loss(raw, head, t, stride_xy)
+            b, o, c = self._head_loss(raw, head, t, stride_xy, max(n, 1e-9))
             box_loss = box_loss + b
             obj_loss = obj_loss + o * objectness_balance(float(stride_xy.mean()), self.config.obj_balance)
             cls_loss = cls_loss + c
@@ -125,14 +140,16 @@ class YoloLoss:
         total = box_loss + obj_loss + cls_loss
         return total, torch.stack([box_loss, obj_loss, cls_loss]).detach()
 
-    def _head_loss(self, raw: torch.Tensor, head: HeadSpec, t: HeadTargets, stride_xy: torch.Tensor):
+    def _head_loss(self, raw: torch.Tensor, head: HeadSpec, t: HeadTargets, stride_xy: torch.Tensor,
+                   positives: float):
+        """(box, obj, cls) of one head; box and cls are sums over this rank's positives / `positives`."""
         probabilities = head.new_coords
         obj_target = torch.zeros_like(raw[..., 4])
         box_loss = cls_loss = raw.new_zeros(())
         if t.count:
             pred = decode_positives(raw, head, t, stride_xy)
             iou = aligned_iou(pred, t.box, kind=self._iou_kind(head), xywh=True)
-            box_loss = (1.0 - iou).mean()
+            box_loss = (1.0 - iou).sum() / positives
             r = self.config.obj_iou_ratio
             score = (1.0 - r) + r * iou.detach().clamp(min=0.0)
             flat = ((t.image * raw.shape[1] + t.anchor) * raw.shape[2] + t.gy) * raw.shape[3] + t.gx
@@ -143,6 +160,7 @@ class YoloLoss:
                 eps = self._smoothing(head)
                 cls_target = torch.full((t.count, num_classes), 0.5 * eps, device=raw.device)
                 cls_target[torch.arange(t.count, device=raw.device), t.cls] = 1.0 - 0.5 * eps
-                cls_loss = bce(raw[t.image, t.anchor, t.gy, t.gx, 5:], cls_target, probabilities)
+                cls_sum = bce(raw[t.image, t.anchor, t.gy, t.gx, 5:], cls_target, probabilities, "sum")
+                cls_loss = cls_sum / (positives * num_classes)
         obj_loss = bce(raw[..., 4], obj_target, probabilities)
         return box_loss, obj_loss, cls_loss

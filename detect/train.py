@@ -175,10 +175,11 @@ def build_setup(opts: TrainOptions, hyp: dict, ctx: dist.DistContext, run_dir: P
     from detect.data.spec import load_data_spec
 
     spec = load_data_spec(opts.data)
-    with dist.rank0_first():  # rank 0 generates data / builds the label cache, the others then read it
-        names = list(open_split(spec, "train", opts.cache_dir).names)
-        if getattr(spec, "val", None) or spec.format == "synthetic":
-            open_split(spec, "val", opts.cache_dir)
+    # open_split runs rank 0 first itself (data generation, label cache); nesting another rank0_first
+    # would pair its broadcasts wrongly when rank 0 fails.
+    names = list(open_split(spec, "train", opts.cache_dir).names)
+    if getattr(spec, "val", None) or spec.format == "synthetic":
+        open_split(spec, "val", opts.cache_dir)
     model = build_model(cfg_source, len(names), weights, ctx)
     img_size = opts.img_size or max(model.input_size)
     if img_size % model.max_stride:
