@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import time
@@ -210,18 +209,11 @@ class Trainer:
         bar.update(1)
 
     def _rng(self) -> dict:
-        """Process RNG states plus the in-process augmentation generator (loader without workers)."""
-        state = rng_state()
-        aug = getattr(getattr(self.s.train_loader, "dataset", None), "rng", None)
-        if aug is not None and getattr(self.s.train_loader, "num_workers", 1) == 0:
-            state["augment"] = json.dumps(aug.bit_generator.state)
-        return state
+        """Process RNG states (augmentation is seeded per sample by the loader and needs no state)."""
+        return rng_state()
 
     def _set_rng(self, state: dict) -> None:
         set_rng_state(state)
-        aug = getattr(getattr(self.s.train_loader, "dataset", None), "rng", None)
-        if aug is not None and "augment" in state:
-            aug.bit_generator.state = json.loads(state["augment"])
 
     # ---- checkpoints -----------------------------------------------------------------------------------------
     def checkpoint(self, path: Path) -> None:

@@ -2,8 +2,8 @@
 
     results = run_distributed(fn, world_size=2, args=(tmp_path,))
 
-`fn(rank, world_size, *args)` runs in every process with a gloo group initialised and RANK/WORLD_SIZE set;
-its return values come back in rank order. An exception in any process is re-raised here with that rank's
+`fn(rank, world_size, *args)` runs in every process with a gloo group initialised and RANK/WORLD_SIZE set
+(processes are not daemonic, so `fn` may start DataLoader workers); its return values come back in rank order. An exception in any process is re-raised here with that rank's
 traceback. `timeout` bounds the whole run so a hang fails the test instead of stalling the suite.
 """
 
@@ -42,7 +42,7 @@ def run_distributed(fn, world_size: int = 2, args: tuple = (), timeout: float = 
     queue = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
         init_file = os.path.join(tmp, "init")
-        procs = [ctx.Process(target=_worker, args=(r, world_size, init_file, fn, args, queue), daemon=True)
+        procs = [ctx.Process(target=_worker, args=(r, world_size, init_file, fn, args, queue))
                  for r in range(world_size)]
         for p in procs:
             p.start()

@@ -74,7 +74,8 @@ class _StopAtStep(Trainer):
 
 def _run_once(tmp, name, stop_at=None, resume=None):
     ctx = dist.init_distributed("cpu")
-    trainer = build_trainer(tiny_options(tmp, name=name, epochs=3, resume=resume), ctx, _StopAtStep)
+    # one loader worker: augmentation is seeded per sample, so resume is exact with workers too
+    trainer = build_trainer(tiny_options(tmp, name=name, epochs=3, resume=resume, workers=1), ctx, _StopAtStep)
     trainer.stop_at = stop_at
     state = trainer.fit()
     setup = trainer.s

@@ -11,7 +11,7 @@ from collections import OrderedDict
 import cv2
 import numpy as np
 import torch
-from torch.utils.data import Dataset, get_worker_info
+from torch.utils.data import Dataset
 
 from detect.data.augment import AugmentConfig, augment_hsv, flip_boxes_lr, geometric_augment, letterbox
 from detect.data.images import load_image, resize_long_side
@@ -39,7 +39,7 @@ class TrainDataset(Dataset):
         self.records = source.records
         self.img_size = int(img_size)
         self.augment = augment
-        self.rng = np.random.default_rng([seed, rank])
+        self.seed = int(seed)
         self._ram = [None] * len(self.records) if cache_images else None
         # Recently decoded images (per worker): a mosaic draws 3 random partners, so on small and medium
         # datasets most draws hit images decoded moments ago; decoding is the dominant cost.
@@ -48,10 +48,6 @@ class TrainDataset(Dataset):
 
     def __len__(self) -> int:
         return len(self.records)
-
-    def reseed(self, seed: int) -> None:
-        """Called in every loader worker with the worker's own seed (distinct per worker, rank and epoch)."""
-        self.rng = np.random.default_rng(seed)
 
     def load_resized(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         """(image with long side = img_size, boxes scaled to it)."""
@@ -70,15 +66,18 @@ class TrainDataset(Dataset):
                     self._recent.popitem(last=False)
         return image, self.records[index].boxes.astype(np.float64) * r
 
-    def __getitem__(self, index: int):
+    def __getitem__(self, key):
+        """`key` is an index or an (epoch, index) pair: the augmentation draws depend on (seed, epoch, index) only."""
+        epoch, index = key if isinstance(key, tuple) else (0, key)
+        rng = np.random.default_rng([self.seed, int(epoch), int(index)])
         s, cfg = self.img_size, self.augment
-        use_mosaic = cfg.mosaic > 0 and self.rng.random() < cfg.mosaic
-        indices = [index, *self.rng.integers(0, len(self.records), 3).tolist()] if use_mosaic else [index]
+        use_mosaic = cfg.mosaic > 0 and rng.random() < cfg.mosaic
+        indices = [index, *rng.integers(0, len(self.records), 3).tolist()] if use_mosaic else [index]
         images, boxes = zip(*(self.load_resized(i) for i in indices))
         classes = [self.records[i].classes for i in indices]
-        out, boxes, classes, _ = geometric_augment(self.rng, list(images), list(boxes), classes, s, cfg)
-        augment_hsv(out, self.rng, cfg)
-        flip = cfg.fliplr > 0 and self.rng.random() < cfg.fliplr
+        out, boxes, classes, _ = geometric_augment(rng, list(images), list(boxes), classes, s, cfg)
+        augment_hsv(out, rng, cfg)
+        flip = cfg.fliplr > 0 and rng.random() < cfg.fliplr
         if flip:
             boxes = flip_boxes_lr(boxes, s)
         labels = np.concatenate([classes[:, None].astype(np.float32), xyxy_to_normalised_cxcywh(boxes, s, s)], 1)
@@ -125,8 +124,5 @@ def collate_eval(batch):
 
 
 def worker_init(worker_id: int) -> None:
-    """Loader workers: no OpenCV thread pools (the workers are the parallelism), own augmentation seed."""
+    """Loader workers: no OpenCV thread pools (the workers are the parallelism)."""
     cv2.setNumThreads(0)
-    info = get_worker_info()
-    if info is not None and hasattr(info.dataset, "reseed"):
-        info.dataset.reseed(info.seed)

@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader
 
 from detect.data.augment import AugmentConfig
 from detect.data.datasets import EvalDataset, TrainDataset, collate_eval, collate_train, worker_init
-from detect.data.samplers import ShardedBatchSampler, eval_batches, train_batch_sampler
+from detect.data.samplers import EpochKeyedBatchSampler, ShardedBatchSampler, eval_batches, train_batch_sampler
 from detect.data.sources import DatasetSource, open_source
 from detect.data.spec import DataSpec, default_cache_dir, load_data_spec
 from detect.data.synthetic import SyntheticConfig, ensure_synthetic
@@ -62,7 +62,8 @@ def build_train_loader(spec, img_size: int, batch_size: int, hyp: dict | None, w
                        split: str = "train", buffer_images: int | None = None):
     """(DataLoader, DistributedSampler): per-process batches of `batch_size` at img_size x img_size.
 
-    Augmentation draws come from a per-rank, per-worker seed; the shuffle uses `seed` on every rank.
+    The shuffle uses `seed` on every rank; each sample's augmentation is seeded by (seed, epoch, index), so it
+    does not depend on the worker, the rank or a resume.
     `cache_images` keeps every resized image in RAM (per worker); otherwise each worker keeps the
     `buffer_images` most recently decoded ones (default min(8 * batch_size, 512)) for mosaic partners.
     """
@@ -78,8 +79,7 @@ def build_train_loader(spec, img_size: int, batch_size: int, hyp: dict | None, w
         raise ValueError(f"{split} split has {len(dataset)} usable images: {per_rank} per rank with "
                          f"{world_size} process(es), fewer than the batch size {batch_size}; lower the batch size")
     batch_sampler, sampler = train_batch_sampler(dataset, batch_size, rank, world_size, seed)
-    generator = torch.Generator().manual_seed(seed * 1000 + rank)  # distinct worker seeds per rank
-    loader = DataLoader(dataset, batch_sampler=batch_sampler, collate_fn=collate_train, generator=generator,
+    loader = DataLoader(dataset, batch_sampler=EpochKeyedBatchSampler(batch_sampler, sampler), collate_fn=collate_train,
                         **_loader_kwargs(workers))
     log.info(f"train loader: {len(dataset)} images, {len(batch_sampler)} batches of {batch_size} per rank, "
              f"{workers} worker(s)")

@@ -24,6 +24,27 @@ def train_batch_sampler(dataset, batch_size: int, rank: int, world_size: int,
     return BatchSampler(sampler, batch_size, drop_last=True), sampler
 
 
+class EpochKeyedBatchSampler(Sampler):
+    """The training batches as (epoch, index) keys.
+
+    The dataset seeds each sample's augmentation from (seed, epoch, index), so a sample is augmented the same
+    whichever worker or rank draws it and whether or not the run was resumed: exact resume with any number of
+    loader workers, no generator state to save. The epoch comes from the DistributedSampler's `set_epoch`.
+    """
+
+    def __init__(self, batch_sampler: BatchSampler, sampler: DistributedSampler):
+        self.batch_sampler = batch_sampler
+        self.sampler = sampler
+
+    def __iter__(self):
+        epoch = int(self.sampler.epoch)
+        for batch in self.batch_sampler:
+            yield [(epoch, i) for i in batch]
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)
+
+
 def round_up(value: float, stride: int) -> int:
     return int(math.ceil(value / stride) * stride)
 
