@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SyncBatchNorm: auto = CUDA with more than one process")
     p.add_argument("--freeze", default=None,
                    help="'backbone' or N: freeze those layers (weights and BatchNorm statistics)")
-    p.add_argument("--seed", type=int, default=d.seed, help="base seed (shuffle shared, augmentation per rank)")
+    p.add_argument("--seed", type=int, default=d.seed,
+                   help="base seed (shuffle shared by all ranks; augmentation seeded per sample by seed, epoch, index)")
     p.add_argument("--optimizer", default=d.optimizer, choices=OPTIMIZERS, help="SGD (Nesterov) or AdamW")
     p.add_argument("--schedule", default=d.schedule, choices=SCHEDULES,
                    help="learning-rate schedule after warm-up (step uses hyp steps/scales, Darknet-style)")
