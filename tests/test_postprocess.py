@@ -88,15 +88,18 @@ def test_candidate_cap_per_image_keeps_the_best():
         assert det[:, 4].tolist() == pytest.approx([0.6, 0.5])
 
 
-def test_merge_nms_averages_the_suppressed_cluster_by_score():
+def test_merge_nms_averages_the_suppressed_cluster_by_iou_and_score():
     pred = torch.tensor([[_row(50, 50, 20, 20, 0.9, [1.0, 0.0]),   # xyxy 40..60
                           _row(52, 52, 20, 20, 0.6, [1.0, 0.0]),   # IoU 324/476 = 0.68 with the first
                           _row(52, 52, 20, 20, 0.5, [0.0, 1.0]),   # other class: its own cluster
                           _row(150, 150, 20, 20, 0.4, [1.0, 0.0])]])
     (det,) = non_max_suppression(pred, conf_thres=0.1, iou_thres=0.6, multi_label=False, merge=True)
     assert det[:, 4].tolist() == pytest.approx([0.9, 0.5, 0.4])
-    # (0.9 * 40 + 0.6 * 42) / 1.5 = 40.8
-    assert torch.allclose(det[0, :4], torch.tensor([40.8, 40.8, 60.8, 60.8]))
+    # weights IoU x score: itself 1 x 0.9, the other 324/476 x 0.6 -> (0.9*40 + 0.40840*42) / 1.30840 = 40.6243
+    w = 324 / 476 * 0.6
+    x1 = (0.9 * 40 + w * 42) / (0.9 + w)
+    assert x1 == pytest.approx(40.6243, abs=1e-4)
+    assert torch.allclose(det[0, :4], torch.tensor([x1, x1, x1 + 20, x1 + 20]))
     assert torch.allclose(det[1, :4], torch.tensor([42.0, 42.0, 62.0, 62.0]))
     assert torch.allclose(det[2, :4], torch.tensor([140.0, 140.0, 160.0, 160.0]))
     (plain,) = non_max_suppression(pred, conf_thres=0.1, iou_thres=0.6, multi_label=False)

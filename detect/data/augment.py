@@ -56,8 +56,8 @@ def letterbox(image: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, fl
     out_h, out_w = shape
     ratio = min(out_h / h, out_w / w)
     if ratio != 1.0:
-        interp = cv2.INTER_AREA if ratio < 1 else cv2.INTER_LINEAR
-        image = cv2.resize(image, None, fx=ratio, fy=ratio, interpolation=interp)
+        # bilinear, as the reference evaluation resizes (INTER_AREA: mAP@0.5 0.410 vs 0.415, yolov3-tiny, coco-tiny)
+        image = cv2.resize(image, None, fx=ratio, fy=ratio, interpolation=cv2.INTER_LINEAR)
     nh, nw = image.shape[:2]
     nh, nw = min(nh, out_h), min(nw, out_w)
     left, top = (out_w - nw) // 2, (out_h - nh) // 2
