@@ -1,0 +1,219 @@
+"""`python -m detect.predict`: detect objects in images, folders, globs or videos and save what was found.
+
+    python -m detect.predict --cfg cfg/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights \\
+        --source photos/ --names cfg/coco.names
+
+Writes to runs/predict/<name>: annotated images (or an annotated .mp4 per video), labels/<stem>.txt
+(YOLO format: class cx cy w h confidence, normalised to the image) and json/<stem>.json (boxes in pixels).
+Video frames are saved as <stem>_<frame>.txt / .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+
+from detect import dist
+from detect.data.augment import letterbox
+from detect.data.images import IMAGE_SUFFIXES, load_image
+from detect.log import setup_logging
+from detect.postprocess import non_max_suppression, scale_to_original
+from detect.val import build_model, next_run_dir
+
+VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m detect.predict", description=__doc__.split("\n")[0])
+    p.add_argument("--cfg", help="Darknet .cfg (optional for .pt checkpoints, which carry their cfg)")
+    p.add_argument("--weights", required=True, help=".weights or .pt checkpoint")
+    p.add_argument("--source", required=True, help="an image, a folder, a glob pattern or a video file")
+    p.add_argument("--names", help="class names: a .names file (one per line) or a data spec (.yaml)")
+    p.add_argument("--img", type=int, default=416, help="input size (square letterbox)")
+    p.add_argument("--conf", type=float, default=0.25, help="confidence threshold (objectness * class)")
+    p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold")
+    p.add_argument("--max-det", type=int, default=300, help="detections per image at most")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    p.add_argument("--project", default="runs/predict", help="parent folder of the run folder")
+    p.add_argument("--name", default="exp", help="run folder name (a number is appended when it exists)")
+    args = p.parse_args(argv)
+    if args.img < 1 or args.max_det < 1:
+        p.error(f"--img and --max-det must be positive, got {args.img} and {args.max_det}")
+    if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
+        p.error(f"--conf must be in [0, 1) and --iou in [0, 1], got {args.conf} and {args.iou}")
+    return args
+
+
+def read_names(path) -> list[str]:
+    """Class names from a .names file (one per line) or a data spec (its names, else its COCO json)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"--names {path}: file not found (give a .names file or a data spec)")
+    if path.suffix not in (".yaml", ".yml"):
+        return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    from detect.data.spec import load_data_spec
+
+    spec = load_data_spec(path)
+    if spec.names:
+        return list(spec.names)
+    if spec.format == "coco":
+        categories = json.loads(spec.annotations("val").read_text())["categories"]
+        return [c["name"] for c in sorted(categories, key=lambda c: c["id"])]
+    raise ValueError(f"--names {path}: the spec lists no `names` and has no COCO json to take them from")
+
+
+def list_sources(source: str) -> list[Path]:
+    """The image and video files `source` names (a file, a folder or a glob), sorted."""
+    path = Path(source)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES + VIDEO_SUFFIXES)
+    elif path.is_file():
+        files = [path]
+    else:
+        files = sorted(Path(p) for p in glob.glob(source, recursive=True))
+    files = [f for f in files if f.suffix.lower() in IMAGE_SUFFIXES + VIDEO_SUFFIXES]
+    if not files:
+        raise FileNotFoundError(f"--source {source}: no such file, or no image or video file matches it (images: {', '.join(IMAGE_SUFFIXES)}; "
+                                f"videos: {', '.join(VIDEO_SUFFIXES)})")
+    return files
+
+
+def open_video(path: Path) -> cv2.VideoCapture:
+    capture = cv2.VideoCapture(str(path))
+    if not capture.isOpened():
+        raise ValueError(f"--source {path}: OpenCV cannot open this video")
+    return capture
+
+
+def detect(model, image_bgr: np.ndarray, img_size: int, device, conf: float, iou: float,
+           max_det: int) -> torch.Tensor:
+    """Rows (x1, y1, x2, y2, score, class) in the image's own pixels."""
+    boxed, ratio, pad = letterbox(image_bgr, (img_size, img_size))
+    x = torch.from_numpy(np.ascontiguousarray(boxed[:, :, ::-1].transpose(2, 0, 1)))[None]
+    x = x.to(device).float().div_(255)
+    with torch.inference_mode():
+        (det,) = non_max_suppression(model(x), conf, iou, max_det, multi_label=False)
+    boxes = scale_to_original(det, ratio, pad, image_bgr.shape[:2])
+    return torch.cat((boxes, det[:, 4:6]), dim=1).cpu()
+
+
+def class_colour(k: int) -> tuple[int, int, int]:
+    """A distinct, stable BGR colour per class (golden-angle hues)."""
+    hue = int((k * 137.508) % 180)
+    bgr = cv2.cvtColor(np.array([[[hue, 200, 230]]], np.uint8), cv2.COLOR_HSV2BGR)[0, 0]
+    return int(bgr[0]), int(bgr[1]), int(bgr[2])
+
+
+def draw(image: np.ndarray, det: torch.Tensor, names: list[str]) -> np.ndarray:
+    out = image.copy()
+    thickness = max(1, round(sum(image.shape[:2]) / 600))
+    for x1, y1, x2, y2, score, k in det.tolist():
+        colour = class_colour(int(k))
+        p1, p2 = (int(x1), int(y1)), (int(x2), int(y2))
+        cv2.rectangle(out, p1, p2, colour, thickness, cv2.LINE_AA)
+        label = f"{names[int(k)]} {score:.2f}"
+        (tw, th), base = cv2.getTextSize(label, cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, 1)
+        top = p1[1] - th - base if p1[1] - th - base >= 0 else p1[1]
+        cv2.rectangle(out, (p1[0], top), (p1[0] + tw, top + th + base), colour, -1)
+        cv2.putText(out, label, (p1[0], top + th), cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, (255, 255, 255),
+                    1, cv2.LINE_AA)
+    return out
+
+
+def save_results(det: torch.Tensor, names: list[str], shape, stem: str, run_dir: Path, source: str) -> None:
+    """labels/<stem>.txt (YOLO: class cx cy w h conf, normalised) and json/<stem>.json (pixels)."""
+    h, w = shape[:2]
+    lines, objects = [], []
+    for x1, y1, x2, y2, score, k in det.tolist():
+        lines.append(f"{int(k)} {(x1 + x2) / 2 / w:.6f} {(y1 + y2) / 2 / h:.6f} {(x2 - x1) / w:.6f} "
+                     f"{(y2 - y1) / h:.6f} {score:.5f}")
+        objects.append({"class": int(k), "name": names[int(k)], "confidence": round(score, 5),
+                        "box_xyxy": [round(v, 2) for v in (x1, y1, x2, y2)]})
+    (run_dir / "labels" / f"{stem}.txt").write_text("".join(line + "\n" for line in lines))
+    record = {"source": source, "width": w, "height": h, "detections": objects}
+    (run_dir / "json" / f"{stem}.json").write_text(json.dumps(record, indent=1))
+
+
+def summary(det: torch.Tensor, names: list[str]) -> str:
+    counts = Counter(int(k) for k in det[:, 5].tolist())
+    return ", ".join(f"{n} {names[k]}" for k, n in sorted(counts.items())) or "no detections"
+
+
+def run(args) -> Path:
+    ctx = dist.init_distributed(args.device)
+    setup_logging(ctx.rank, ctx.world_size)
+    model, checkpoint_names = build_model(args.cfg, args.weights, args.img, ctx.device)
+    names = read_names(args.names) if args.names else checkpoint_names
+    names = names or [str(k) for k in range(model.num_classes)]
+    if len(names) != model.num_classes:
+        raise ValueError(f"--names {args.names} lists {len(names)} classes but the model predicts "
+                         f"{model.num_classes}; give the names the weights were trained with")
+    files = list_sources(args.source)
+    run_dir = next_run_dir(args.project, args.name)
+    for sub in ("labels", "json"):
+        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    detect_args = (args.img, ctx.device, args.conf, args.iou, args.max_det)
+    for i, path in enumerate(files, 1):
+        if path.suffix.lower() in VIDEO_SUFFIXES:
+            predict_video(model, path, names, run_dir, detect_args, f"video {i}/{len(files)}")
+            continue
+        tick = time.perf_counter()
+        image = load_image(path)
+        det = detect(model, image, *detect_args)
+        elapsed = (time.perf_counter() - tick) * 1000
+        cv2.imwrite(str(run_dir / path.name), draw(image, det, names))
+        save_results(det, names, image.shape, path.stem, run_dir, str(path))
+        print(f"image {i}/{len(files)} {path}: {summary(det, names)} ({elapsed:.1f} ms)")
+    print(f"results written to {run_dir}")
+    return run_dir
+
+
+def predict_video(model, path: Path, names, run_dir: Path, detect_args, label: str) -> None:
+    """Annotate every frame into run_dir/<stem>.mp4; txt and json per frame."""
+    capture = open_video(path)
+    fps = capture.get(cv2.CAP_PROP_FPS) or 25.0
+    writer, index = None, 0
+    try:
+        while True:
+            ok, frame = capture.read()
+            if not ok:
+                break
+            tick = time.perf_counter()
+            det = detect(model, frame, *detect_args)
+            elapsed = (time.perf_counter() - tick) * 1000
+            if writer is None:
+                writer = cv2.VideoWriter(str(run_dir / f"{path.stem}.mp4"), cv2.VideoWriter_fourcc(*"mp4v"),
+                                         fps, (frame.shape[1], frame.shape[0]))
+            writer.write(draw(frame, det, names))
+            save_results(det, names, frame.shape, f"{path.stem}_{index}", run_dir, f"{path}#{index}")
+            print(f"{label} {path} frame {index}: {summary(det, names)} ({elapsed:.1f} ms)")
+            index += 1
+    finally:
+        capture.release()
+        if writer is not None:
+            writer.release()
+    if index == 0:
+        raise ValueError(f"--source {path}: the video has no readable frame")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        run(args)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
