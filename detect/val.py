@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +27,12 @@ from detect.evaluate import EvalResult, evaluate
 from detect.log import setup_logging
 
 log = logging.getLogger(__name__)
+
+
+def default_workers() -> int:
+    """Loader workers that fit the machine: its cores shared by the processes torchrun starts on this node."""
+    local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    return min(4, max(1, (os.cpu_count() or 1) // local_processes))
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -45,7 +52,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--half", action="store_true", help="float16 autocast (CUDA only)")
     p.add_argument("--save-json", action="store_true", help="write the COCO results json")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    p.add_argument("--workers", type=int, default=4, help="data loader workers per process")
+    p.add_argument("--workers", type=int, default=default_workers(),
+                   help="data loader workers per process (default: the CPU cores per local process, at most 4)")
     p.add_argument("--project", default="runs/val", help="parent folder of the run folder")
     p.add_argument("--name", default="exp", help="run folder name (a number is appended when it exists)")
     args = p.parse_args(argv)
