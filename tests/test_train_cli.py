@@ -123,3 +123,34 @@ def test_a_failing_rank_ends_the_group_promptly(tmp_path):
     assert proc.returncode != 0
     assert "[rank 1] training failed: RuntimeError: injected failure on rank 1" in out
     assert seconds < 60, f"the group took {seconds:.0f} s to end"
+
+
+@pytest.mark.slow
+def test_sigterm_mid_epoch_saves_and_the_run_resumes(tmp_path):
+    """A real SIGTERM to torchrun (which signals every rank and its loader workers) in the middle of epoch 2:
+    the ranks finish the step, save last.pt and exit cleanly; --resume then completes the run."""
+    args = ["train.py", "--epochs", "3", "--img-size", "128", "--batch-size", "8", "--workers", "1",
+            "--device", "cpu", "--project", str(tmp_path / "runs"), "--name", "sig",
+            "--cache-dir", str(tmp_path / "cache")]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    log = tmp_path / "train.log"
+    results = tmp_path / "runs" / "sig" / "results.csv"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 240
+        while not (results.exists() and len(results.read_text().splitlines()) >= 2):  # epoch 1 done
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        time.sleep(1.0)  # inside epoch 2
+        proc.send_signal(15)
+        proc.wait(timeout=120)
+    text = log.read_text()
+    assert "stop requested (SIGTERM): saving" in text, text[-3000:]
+    assert "training failed" not in text
+    ckpt = torch.load(tmp_path / "runs" / "sig" / "last.pt", weights_only=True)
+    assert ckpt["epoch"] == 1 and ckpt["batch_in_epoch"] > 0  # saved mid-epoch 2 (epochs count from 0)
+    resumed, _ = _torchrun([*args, "--resume", str(tmp_path / "runs" / "sig" / "last.pt")], tmp_path)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    final = torch.load(tmp_path / "runs" / "sig" / "last.pt", weights_only=True)
+    assert final["epoch"] == 3 and final["batch_in_epoch"] == 0

@@ -6,6 +6,7 @@ Both return uint8 CHW RGB tensors (conversion to float happens on the device). T
 
 from __future__ import annotations
 
+import signal
 from collections import OrderedDict
 
 import cv2
@@ -124,5 +125,8 @@ def collate_eval(batch):
 
 
 def worker_init(worker_id: int) -> None:
-    """Loader workers: no OpenCV thread pools (the workers are the parallelism)."""
+    """Loader workers: no OpenCV thread pools (the workers are the parallelism), and SIGTERM left to the
+    training process: torchrun and schedulers signal the whole process group, and a worker that died on it
+    would break the batch the trainer needs to finish its step and save. Workers still exit with their parent."""
     cv2.setNumThreads(0)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
