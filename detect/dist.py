@@ -75,10 +75,22 @@ def init_distributed(device: str = "auto", timeout_min: float = DEFAULT_TIMEOUT_
     if world == 1:
         return DistContext(0, 1, 0, dev, None)
     backend = "nccl" if dev.type == "cuda" else "gloo"
+    warn_restart_store()
     if not dist.is_initialized():
         kwargs = {"device_id": dev} if dev.type == "cuda" else {}
         dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_min), **kwargs)
     return DistContext(rank, world, local, dev, backend)
+
+
+def warn_restart_store() -> None:
+    """torchrun shares its rendezvous store with the process group by default; after a restart the new group can
+    then read the dead group's addresses and fail to connect (pytorch/pytorch#135712). Say how to avoid it."""
+    restarts = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0)
+    shared = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+    if restarts > 0 and shared and env_rank()[0] == 0:
+        log.warning("torchrun --max-restarts %d with its shared rendezvous store: a restarted group may fail to "
+                    "connect (pytorch#135712); launch with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun ...",
+                    restarts)
 
 
 def destroy() -> None:

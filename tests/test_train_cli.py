@@ -154,3 +154,50 @@ def test_sigterm_mid_epoch_saves_and_the_run_resumes(tmp_path):
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     final = torch.load(tmp_path / "runs" / "sig" / "last.pt", weights_only=True)
     assert final["epoch"] == 3 and final["batch_in_epoch"] == 0
+
+
+def _child_pids(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the rank processes through /proc")
+def test_max_restarts_group_resumes_by_itself_after_kill_9(tmp_path):
+    """kill -9 of rank 1 after epoch 1: torchrun restarts the group, which resumes from last.pt on its own and
+    trains the remaining epochs exactly as an uninterrupted run would (same losses in results.csv)."""
+    def launch(name, restarts):
+        args = ["train.py", "--epochs", "2", "--img-size", "128", "--batch-size", "8", "--workers", "1", "--device",
+                "cpu", "--project", str(tmp_path / "runs"), "--name", name, "--cache-dir", str(tmp_path / "cache")]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--max-restarts={restarts}",
+               "--nproc_per_node=2", *args]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+        return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+    straight = launch("straight", 0)
+    assert straight.wait(timeout=300) == 0, straight.stdout.read()[-3000:]
+    proc = launch("killed", 1)
+    results = tmp_path / "runs" / "killed" / "results.csv"
+    deadline = time.monotonic() + 240
+    while not (results.exists() and len(results.read_text().splitlines()) >= 2):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    time.sleep(1.0)
+    ranks = _child_pids(proc.pid)
+    victim = next(p for p in ranks if b"RANK=1" in Path(f"/proc/{p}/environ").read_bytes().split(b"\0"))
+    os.kill(victim, 9)
+    out = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0, out[-3000:]
+    assert "torchrun restarted the group: resuming from" in out
+    losses = [line.split(",")[1:4] for line in results.read_text().splitlines()[1:]]
+    expected = [line.split(",")[1:4] for line in
+                (tmp_path / "runs" / "straight" / "results.csv").read_text().splitlines()[1:]]
+    assert len(losses) == 2 and losses == expected
