@@ -27,7 +27,8 @@ from detect.data.augment import letterbox
 from detect.data.images import IMAGE_SUFFIXES, load_image
 from detect.log import setup_logging
 from detect.postprocess import non_max_suppression, scale_to_original
-from detect.val import build_model, next_run_dir
+from detect.runs import next_run_dir
+from detect.val import build_model
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
 

@@ -21,6 +21,7 @@ from detect import dist
 from detect.checkpoint import check_resumable, load_checkpoint
 from detect.ema import ModelEMA
 from detect.log import setup_logging
+from detect.runs import next_run_dir
 from detect.loss import YoloLoss
 from detect.optim import LRSchedule, accumulation_steps, build_optimizer
 from detect.options import TrainOptions, load_hyp, parse_options
@@ -49,14 +50,11 @@ def find_resume_checkpoint(opts: TrainOptions) -> Path | None:
 
 def new_run_dir(opts: TrainOptions) -> Path:
     """runs/train/<name>, or <name>2, <name>3, ... when it exists (unless --exist-ok). Rank 0 decides."""
-    base = Path(opts.project) / opts.name
-    path = base
+    path = None
     if dist.is_main_process():
-        n = 2
-        while path.exists() and not opts.exist_ok:
-            path, n = Path(f"{base}{n}"), n + 1
+        path = next_run_dir(opts.project, opts.name, opts.exist_ok)
         path.mkdir(parents=True, exist_ok=True)
-    return Path(dist.broadcast_object(str(path)))
+    return Path(dist.broadcast_object(str(path) if path else None))
 
 
 def backbone_length(model) -> int:

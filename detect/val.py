@@ -25,6 +25,7 @@ from detect.darknet import Darknet, load_weights
 from detect.darknet.weights import checkpoint_state_dict, is_torch_checkpoint
 from detect.evaluate import EvalResult, evaluate
 from detect.log import setup_logging
+from detect.runs import next_run_dir
 
 log = logging.getLogger(__name__)
 
@@ -122,15 +123,6 @@ def open_checked_split(data, split: str, num_classes: int, weights):
         raise ValueError(f"--weights {weights} predicts {num_classes} classes but {data} has "
                          f"{source.num_classes}; use weights trained for this dataset")
     return source
-
-
-def next_run_dir(project, name: str) -> Path:
-    """project/name, or project/name2, name3, ... when it exists."""
-    base = Path(project) / name
-    path, n = base, 2
-    while path.exists():
-        path, n = base.with_name(f"{name}{n}"), n + 1
-    return path
 
 
 def report(result: EvalResult, run_dir: Path, args, save_json: bool) -> None:
