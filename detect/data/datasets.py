@@ -68,12 +68,15 @@ class TrainDataset(Dataset):
         return image, self.records[index].boxes.astype(np.float64) * r
 
     def __getitem__(self, key):
-        """`key` is an index or an (epoch, index) pair: the augmentation draws depend on (seed, epoch, index) only."""
-        epoch, index = key if isinstance(key, tuple) else (0, key)
+        """`key` is an index, or (epoch, index[, batch]) from the training sampler. The draws depend on
+        (seed, epoch, index) only; mosaic partners come from `batch` (images this worker decodes anyway),
+        else from the whole dataset."""
+        epoch, index, batch = (key + (None,))[:3] if isinstance(key, tuple) else (0, key, None)
         rng = np.random.default_rng([self.seed, int(epoch), int(index)])
         s, cfg = self.img_size, self.augment
         use_mosaic = cfg.mosaic > 0 and rng.random() < cfg.mosaic
-        indices = [index, *rng.integers(0, len(self.records), 3).tolist()] if use_mosaic else [index]
+        pool = batch if batch else range(len(self.records))
+        indices = [index, *(pool[j] for j in rng.integers(0, len(pool), 3))] if use_mosaic else [index]
         images, boxes = zip(*(self.load_resized(i) for i in indices))
         classes = [self.records[i].classes for i in indices]
         out, boxes, classes, _ = geometric_augment(rng, list(images), list(boxes), classes, s, cfg)
