@@ -1,81 +1,98 @@
-"""`python -m detect.predict` on a real coco-tiny image and on a short generated video."""
+"""detect.predict on a real coco-tiny image, on a generated video, and its input errors."""
 
 import json
 
 import cv2
 import numpy as np
-import torch
+import pytest
 
-from detect.boxes import box_iou
-from detect.predict import main
-
-BUS_IMAGE = "000000359937.jpg"
+from detect.predict import main, read_names
+from tests.test_val import NAMES, write_tiny_checkpoint
 
 
-def _args(shared, source, tmp_path, *extra):
-    return ["--cfg", str(shared("darknet-cfg", "yolov3-tiny.cfg")),
-            "--weights", str(shared("weights", "yolov3-tiny.weights")),
-            "--names", str(shared("darknet-cfg", "coco.names")), "--source", str(source),
-            "--device", "cpu", "--project", str(tmp_path / "runs"), *extra]
-
-
-def _annotated_buses(shared) -> torch.Tensor:
-    data = json.loads(shared("data", "coco-tiny", "annotations", "instances_val2017.json").read_text())
-    image_id = next(im["id"] for im in data["images"] if im["file_name"] == BUS_IMAGE)
-    bus = next(c["id"] for c in data["categories"] if c["name"] == "bus")
-    boxes = [a["bbox"] for a in data["annotations"] if a["image_id"] == image_id and a["category_id"] == bus]
-    return torch.tensor([[x, y, x + w, y + h] for x, y, w, h in boxes])
-
-
-def test_predict_finds_the_bus_in_a_real_image(shared, tmp_path, capsys):
-    image = shared("data", "coco-tiny", "val2017", BUS_IMAGE)
-    assert main(_args(shared, image, tmp_path)) == 0
-    assert "bus" in capsys.readouterr().out
-    run = tmp_path / "runs" / "exp"
-    record = json.loads((run / "json" / "000000359937.json").read_text())
-    buses = torch.tensor([d["box_xyxy"] for d in record["detections"] if d["name"] == "bus"])
-    assert len(buses) >= 1
-    assert box_iou(buses, _annotated_buses(shared)).max() > 0.5
-    rows = np.loadtxt(run / "labels" / "000000359937.txt", ndmin=2)  # class cx cy w h conf, normalised
-    assert rows.shape == (len(record["detections"]), 6)
-    assert ((rows[:, 1:5] >= 0) & (rows[:, 1:5] <= 1)).all() and (rows[:, 5] >= 0.25).all()
-    drawn = cv2.imread(str(run / BUS_IMAGE))
-    assert drawn.shape == (record["height"], record["width"], 3)
-
-
-def test_predict_on_a_generated_video(shared, tmp_path, capsys):
-    frame = cv2.imread(str(shared("data", "coco-tiny", "val2017", BUS_IMAGE)))
-    frame = cv2.resize(frame, (320, 240))
-    video = tmp_path / "clip.avi"
-    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 5.0, (320, 240))
-    assert writer.isOpened()
-    for shift in range(4):
-        writer.write(np.roll(frame, 8 * shift, axis=1))
-    writer.release()
-    assert main(_args(shared, video, tmp_path, "--img", "320")) == 0
+def test_predict_coco_tiny_image_finds_people(shared, tmp_path, capsys):
+    image = shared("data", "coco-tiny", "val2017", "000000005001.jpg")  # a crowd of people
+    args = ["--cfg", str(shared("darknet-cfg", "yolov3-tiny.cfg")), "--weights",
+            str(shared("weights", "yolov3-tiny.weights")), "--source", str(image),
+            "--names", str(shared("darknet-cfg", "coco.names")), "--device", "cpu",
+            "--project", str(tmp_path), "--name", "one"]
+    assert main(args) == 0
     out = capsys.readouterr().out
-    assert out.count("frame ") == 4 and "bus" in out
-    run = tmp_path / "runs" / "exp"
+    assert "image 1/1" in out and "person" in out and " ms)" in out
+    run = tmp_path / "one"
+    annotated = cv2.imread(str(run / image.name))
+    assert annotated.shape == cv2.imread(str(image)).shape
+    rows = [line.split() for line in (run / "labels" / f"{image.stem}.txt").read_text().splitlines()]
+    assert len(rows) >= 5 and all(len(r) == 6 for r in rows)
+    values = np.array(rows, dtype=np.float64)
+    assert (values[:, 0] == 0).sum() >= 5  # class 0 = person
+    assert ((values[:, 1:5] >= 0) & (values[:, 1:5] <= 1)).all() and (values[:, 5] > 0.25).all()
+    record = json.loads((run / "json" / f"{image.stem}.json").read_text())
+    assert len(record["detections"]) == len(rows) and record["detections"][0]["name"] == "person"
+    h, w = annotated.shape[:2]
+    x1, y1, x2, y2 = record["detections"][0]["box_xyxy"]
+    assert 0 <= x1 < x2 <= w and 0 <= y1 < y2 <= h
+
+
+def _write_video(path, frames=4, size=(80, 64)):
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 5, size)
+    assert writer.isOpened()
+    for i in range(frames):
+        frame = np.full((size[1], size[0], 3), 114, np.uint8)
+        cv2.rectangle(frame, (5 + 8 * i, 10), (35 + 8 * i, 40), (0, 0, 255), -1)
+        writer.write(frame)
+    writer.release()
+
+
+def test_predict_generated_video(tmp_path, capsys):
+    video = tmp_path / "clip.mp4"
+    _write_video(video)
+    weights = write_tiny_checkpoint(tmp_path)
+    args = ["--weights", str(weights), "--source", str(video), "--img", "64", "--conf", "0.01", "--device", "cpu",
+            "--project", str(tmp_path / "runs"), "--name", "vid"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert [f"frame {i}:" in out for i in range(4)] == [True] * 4
+    run = tmp_path / "runs" / "vid"
     capture = cv2.VideoCapture(str(run / "clip.mp4"))
-    frames = 0
+    count = 0
     while capture.read()[0]:
-        frames += 1
-    capture.release()
-    assert frames == 4
-    for k in range(4):
-        names = [d["name"] for d in json.loads((run / "json" / f"clip_{k}.json").read_text())["detections"]]
-        assert "bus" in names
+        count += 1
+    assert count == 4 and capture.get(cv2.CAP_PROP_FRAME_WIDTH) == 80
+    for i in range(4):
+        record = json.loads((run / "json" / f"clip_{i}.json").read_text())
+        assert record["width"] == 80 and record["height"] == 64
+        lines = (run / "labels" / f"clip_{i}.txt").read_text().splitlines()
+        assert len(lines) == len(record["detections"])
+        assert all(d["name"] in NAMES for d in record["detections"])
 
 
-def test_predict_reports_a_missing_source(shared, tmp_path, capsys):
-    assert main(_args(shared, tmp_path / "nothing.jpg", tmp_path)) == 2
-    assert "nothing.jpg" in capsys.readouterr().err
+def test_predict_folder_and_glob(tmp_path, capsys):
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    for i in range(2):
+        cv2.imwrite(str(folder / f"p{i}.png"), np.full((40, 60, 3), 60 * i, np.uint8))
+    (folder / "notes.txt").write_text("not an image")
+    weights = write_tiny_checkpoint(tmp_path)
+    base = ["--weights", str(weights), "--img", "64", "--device", "cpu", "--project", str(tmp_path / "runs")]
+    assert main(base + ["--source", str(folder), "--name", "dir"]) == 0
+    assert sorted(p.name for p in (tmp_path / "runs" / "dir" / "labels").iterdir()) == ["p0.txt", "p1.txt"]
+    assert main(base + ["--source", str(folder / "p1.*"), "--name", "glob"]) == 0
+    assert [p.name for p in (tmp_path / "runs" / "glob" / "labels").iterdir()] == ["p1.txt"]
+    assert "image 2/2" in capsys.readouterr().out
 
 
-def test_predict_rejects_names_of_another_class_count(shared, tmp_path, capsys):
-    names = tmp_path / "three.names"
-    names.write_text("a\nb\nc\n")
-    args = _args(shared, shared("data", "coco-tiny", "val2017", BUS_IMAGE), tmp_path)
-    args[args.index("--names") + 1] = str(names)
-    assert main(args) == 2
-    assert "3 classes" in capsys.readouterr().err
+def test_predict_input_errors(tmp_path, capsys):
+    weights = write_tiny_checkpoint(tmp_path)
+    names = tmp_path / "two.names"
+    names.write_text("a\nb\n")
+    assert read_names(names) == ["a", "b"]
+    image = tmp_path / "x.png"
+    cv2.imwrite(str(image), np.zeros((32, 32, 3), np.uint8))
+    base = ["--weights", str(weights), "--img", "64", "--device", "cpu", "--project", str(tmp_path / "runs")]
+    assert main(base + ["--source", str(image), "--names", str(names)]) == 2
+    assert "lists 2 classes but the model predicts 3" in capsys.readouterr().err
+    assert main(base + ["--source", str(tmp_path / "nothing*.jpg")]) == 2
+    assert "nothing*.jpg" in capsys.readouterr().err
+    with pytest.raises(FileNotFoundError, match="missing.names"):
+        read_names(tmp_path / "missing.names")
