@@ -32,6 +32,7 @@ class EvalResult:
     per_class: list[ClassAP]  # (name, images, instances, ap50, ap) for each class with ground truth
     timings: dict[str, float]  # milliseconds per image for each of TIMING_KEYS
     num_images: int
+    rank_seconds: list[dict[str, float]] = field(default_factory=list)  # per rank: preprocess/inference/nms
     results: list[dict] = field(default_factory=list, repr=False)  # COCO result dicts (for --save-json)
 
 
@@ -114,7 +115,8 @@ def _evaluate_on_rank0(shards: list[_ShardOutput], source) -> EvalResult:
     n = max(len(image_ids), 1)
     # per-image cost summed over ranks (what one image costs), milliseconds
     timings = {k: 1000.0 * seconds[k] / n for k in TIMING_KEYS}
-    return EvalResult(stats, stats[0], stats[1], per_class, timings, len(image_ids), results)
+    return EvalResult(stats, stats[0], stats[1], per_class, timings, len(image_ids),
+                      [dict(shard.seconds) for shard in shards], results)
 
 
 def evaluate(model: torch.nn.Module, loader, device, conf_thres: float = 0.001, iou_thres: float = 0.6,

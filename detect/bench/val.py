@@ -1,32 +1,34 @@
 """`python -m detect.bench val`: images/s of inference, NMS and COCOeval, for 1 and 2 processes.
 
-Each configuration runs `detect.val` in fresh processes (2 processes: a gloo group over TCP on 127.0.0.1, as
-under torchrun on the CPU). Stage throughput counts the shards as running in parallel: images divided by the
-stage's time summed over ranks / processes; COCOeval runs once, on rank 0.
+    python -m detect.bench val --cfg ../shared/darknet-cfg/yolov3-tiny.cfg \\
+        --weights ../shared/weights/yolov3-tiny.weights --data data/coco-tiny.yaml --img 416
+
+Each process count runs the real sharded evaluation (`detect.evaluate.evaluate`); the 2-process run spawns
+gloo processes on this machine (CPU) or one process per GPU. Rates are images / wall seconds of the stage:
+for several processes the slowest rank sets the stage's time. Figures, not pass/fail.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
 import socket
-import tempfile
+import time
 
 import torch
 import torch.multiprocessing as mp
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m detect.bench val", description=__doc__.splitlines()[0])
-    p.add_argument("--cfg", help="Darknet .cfg (optional for .pt checkpoints)")
+def parse_args(argv) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m detect.bench val", description=__doc__.split("\n")[0])
+    p.add_argument("--cfg", required=True)
     p.add_argument("--weights", required=True)
-    p.add_argument("--data", required=True, help="dataset spec (data/*.yaml)")
+    p.add_argument("--data", required=True)
     p.add_argument("--img", type=int, default=416)
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--processes", default="1,2", help="comma-separated process counts to run")
-    p.add_argument("--device", default="cpu", help="cpu (gloo), or cuda with 1 process")
+    p.add_argument("--workers", type=int, default=2, help="loader workers per process")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    p.add_argument("--processes", default="1,2", help="comma-separated process counts to measure")
     return p.parse_args(argv)
 
 
@@ -36,50 +38,75 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, val_argv: list[str], queue) -> None:
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port))
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
-    from detect.val import parse_args as val_args, run
+def _measure(rank: int, world_size: int, port: int, args, queue) -> None:
+    """One process of a measurement: the full sharded evaluation, stage times reported to the parent."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    from detect import dist
+    from detect.data.loader import build_eval_loader
+    from detect.evaluate import evaluate
+    from detect.val import build_model
 
-    with contextlib.redirect_stdout(io.StringIO()):  # the per-class table is not what is measured here
-        result = run(val_args(val_argv))
-    queue.put((rank, result.timings, result.num_images, result.map, result.map50))
+    try:
+        ctx = dist.init_distributed(args.device)
+        if ctx.device.type == "cpu":  # share the cores between the processes
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
+        model, _ = build_model(args.cfg, args.weights, args.img, ctx.device)
+        with torch.inference_mode():  # first-call set-up (allocations, kernels) is not what we measure
+            model(torch.zeros(1, 3, args.img, args.img, device=ctx.device))
+        loader = build_eval_loader(args.data, "val", args.img, args.batch, args.workers, model.max_stride,
+                                   ctx.rank, ctx.world_size, rect=True)
+        dist.barrier()
+        tick = time.perf_counter()
+        result = evaluate(model, loader, ctx.device)
+        wall = time.perf_counter() - tick
+        if ctx.is_main:
+            queue.put(("ok", result.num_images, result.rank_seconds, result.timings["cocoeval"], wall, result.map))
+    except BaseException as e:
+        queue.put(("error", rank, f"{type(e).__name__}: {e}"))
+        raise
+    finally:
+        dist.destroy()
 
 
-def _run(world: int, val_argv: list[str]) -> tuple:
+def run_processes(world_size: int, args):
+    """(num_images, per-rank stage seconds, cocoeval ms per image, wall seconds, mAP) of one measurement."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, val_argv, queue)) for r in range(world)]
+    procs = [ctx.Process(target=_measure, args=(r, world_size, port, args, queue)) for r in range(world_size)]
     for p in procs:
         p.start()
-    results = {}
-    for _ in range(world):
-        rank, timings, n, ap, ap50 = queue.get(timeout=1800)
-        results[rank] = (timings, n, ap, ap50)
-    for p in procs:
-        p.join()
-    return results[0]
+    try:
+        message = queue.get(timeout=1800)
+    finally:
+        for p in procs:
+            p.join(timeout=60)
+            if p.is_alive():
+                p.kill()
+    if message[0] == "error":
+        raise RuntimeError(f"rank {message[1]} failed: {message[2]}")
+    return message[1:]
 
 
-def main(argv=None) -> int:
+def format_row(world_size: int, num_images: int, rank_seconds, cocoeval_ms: float, wall: float,
+               map_: float) -> str:
+    def rate(stage):
+        slowest = max(s[stage] for s in rank_seconds)
+        return num_images / slowest if slowest > 0 else float("inf")
+
+    cocoeval_rate = 1000.0 / cocoeval_ms if cocoeval_ms > 0 else float("inf")
+    return (f"{world_size:9d} {num_images:7d} {rate('inference'):12.1f} {rate('nms'):10.1f} "
+            f"{cocoeval_rate:10.1f} {num_images / wall:12.1f} {map_:7.4f}")
+
+
+def main(argv) -> int:
     args = parse_args(argv)
-    worlds = [int(w) for w in args.processes.split(",")]
-    with tempfile.TemporaryDirectory() as tmp:
-        val_argv = ["--weights", args.weights, "--data", args.data, "--img", str(args.img), "--batch",
-                    str(args.batch), "--device", args.device, "--workers", "0", "--project", tmp]
-        if args.cfg:
-            val_argv[:0] = ["--cfg", args.cfg]
-        print(f"evaluation of {args.weights} on {args.data} at {args.img}, batch {args.batch}, device {args.device}")
-        print(f"{'processes':>9} {'images':>7} {'inference img/s':>16} {'NMS img/s':>10} {'COCOeval img/s':>15} "
-              f"{'mAP':>7} {'mAP50':>7}")
-        for world in worlds:
-            timings, n, ap, ap50 = _run(world, val_argv)
-            # timings are ms per image summed over ranks; the shards run side by side
-            rate = {k: world * 1000.0 / max(timings[k], 1e-9) for k in ("inference", "nms")}
-            cocoeval = 1000.0 / max(timings["cocoeval"], 1e-9)
-            print(f"{world:>9} {n:>7} {rate['inference']:>16.1f} {rate['nms']:>10.1f} {cocoeval:>15.1f} "
-                  f"{ap:>7.4f} {ap50:>7.4f}")
-    print("stage img/s = images / (stage time summed over ranks / processes); COCOeval runs once on rank 0")
+    counts = [int(v) for v in args.processes.split(",") if v.strip()]
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    print(f"val benchmark: {args.cfg} at {args.img}, batch {args.batch}, data {args.data}, device {device}, "
+          f"{os.cpu_count()} CPU cores")
+    print("processes  images  inference/s      NMS/s  COCOeval/s  end-to-end/s     mAP")
+    for world_size in counts:
+        print(format_row(world_size, *run_processes(world_size, args)), flush=True)
     return 0
