@@ -83,8 +83,8 @@ def list_sources(source: str) -> list[Path]:
         files = sorted(Path(p) for p in glob.glob(source, recursive=True))
     files = [f for f in files if f.suffix.lower() in IMAGE_SUFFIXES + VIDEO_SUFFIXES]
     if not files:
-        raise FileNotFoundError(f"--source {source}: no such file, or no image or video file matches it (images: {', '.join(IMAGE_SUFFIXES)}; "
-                                f"videos: {', '.join(VIDEO_SUFFIXES)})")
+        raise FileNotFoundError(f"--source {source}: no such file, or no image or video file matches it "
+                                f"(images: {', '.join(IMAGE_SUFFIXES)}; videos: {', '.join(VIDEO_SUFFIXES)})")
     return files
 
 
