@@ -50,14 +50,15 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(cuda_states)
 
 
-def atomic_save(obj, path: str | Path) -> None:
-    """Write `obj` to `path` via a temp file in the same folder + os.replace: readers never see a partial file."""
+def _write_atomic(path: str | Path, write) -> None:
+    """Call `write(file)` on a temp file in `path`'s folder, fsync, then os.replace: readers never see a
+    partial file, and a killed write leaves the previous `path` intact."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -66,19 +67,17 @@ def atomic_save(obj, path: str | Path) -> None:
         raise
 
 
+def atomic_save(obj, path: str | Path) -> None:
+    """torch.save `obj` to `path` atomically."""
+    _write_atomic(path, lambda f: torch.save(obj, f))
+
+
 def copy_atomic(src: str | Path, dst: str | Path) -> None:
     """Copy a finished checkpoint (e.g. last.pt to best.pt) so that `dst` is never partial."""
-    dst = Path(dst)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    try:
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
+    def copy(out):
+        with open(src, "rb") as inp:
             shutil.copyfileobj(inp, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    _write_atomic(dst, copy)
 
 
 def save_checkpoint(state: dict, path: str | Path) -> bool:

@@ -133,16 +133,15 @@ def amp_dtype_for(mode: str, device: torch.device) -> torch.dtype | None:
     return torch.float16
 
 
-def make_evaluator(spec, img_size: int, batch_size: int, workers: int, stride: int, ctx, cache_dir=None):
-    """A callable(model) -> (mAP@0.5:0.95, metrics) over the val split, or None when the spec has no val split."""
+def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, stride: int, ctx):
+    """A callable(model) -> (mAP@0.5:0.95, metrics) over the opened val split, or None without one."""
     from detect.data.loader import build_eval_loader
     from detect.evaluate import evaluate
 
-    if not getattr(spec, "val", None) and spec.format != "synthetic":
+    if val_source is None:
         log.warning("the data spec has no val split: best.pt follows the training loss")
         return None
-    loader = build_eval_loader(spec, "val", img_size, batch_size, workers, stride, ctx.rank, ctx.world_size,
-                               cache_dir=cache_dir)
+    loader = build_eval_loader(val_source, "val", img_size, batch_size, workers, stride, ctx.rank, ctx.world_size)
 
     def run(model):
         result = evaluate(model, loader, ctx.device)
@@ -175,9 +174,10 @@ def build_setup(opts: TrainOptions, hyp: dict, ctx: dist.DistContext, run_dir: P
     spec = load_data_spec(opts.data)
     # open_split runs rank 0 first itself (data generation, label cache); nesting another rank0_first
     # would pair its broadcasts wrongly when rank 0 fails.
-    names = list(open_split(spec, "train", opts.cache_dir).names)
-    if getattr(spec, "val", None) or spec.format == "synthetic":
-        open_split(spec, "val", opts.cache_dir)
+    train_source = open_split(spec, "train", opts.cache_dir)
+    names = list(train_source.names)
+    has_val = getattr(spec, "val", None) or spec.format == "synthetic"
+    val_source = open_split(spec, "val", opts.cache_dir) if has_val else None
     model = build_model(cfg_source, len(names), weights, ctx)
     img_size = opts.img_size or max(model.input_size)
     if img_size % model.max_stride:
@@ -197,10 +197,9 @@ def build_setup(opts: TrainOptions, hyp: dict, ctx: dist.DistContext, run_dir: P
         log.info("CPU training: BatchNorm stays per-process (SyncBatchNorm needs CUDA)")
     ddp_model = dist.wrap_ddp(model, ctx)  # broadcasts rank 0's parameters and buffers
     ema = ModelEMA(model, float(hyp["ema_decay"]), float(hyp["ema_tau"])) if opts.ema else None
-    loader, sampler = build_train_loader(spec, img_size, opts.batch_size, hyp, opts.workers, model.max_stride,
-                                         ctx.rank, ctx.world_size, opts.seed, cache_dir=opts.cache_dir)
-    evaluate_fn = make_evaluator(spec, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx,
-                                 opts.cache_dir)
+    loader, sampler = build_train_loader(train_source, img_size, opts.batch_size, hyp, opts.workers,
+                                         model.max_stride, ctx.rank, ctx.world_size, opts.seed)
+    evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx)
     accumulate = accumulation_steps(opts.nbs, opts.batch_size, ctx.world_size)
     batches = min(len(loader), opts.max_batches or len(loader))
     steps_per_epoch = math.ceil(batches / accumulate)

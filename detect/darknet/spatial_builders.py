@@ -119,6 +119,14 @@ def build_shortcut(section: Section, ctx: BuildContext) -> Built:
     return Built(Shortcut(sources, shape[0], weights_type, normalization, act), shape, stride)
 
 
+def _pooled_size(section: Section, h: int, w: int, size: int, sy: int, sx: int, padding: int) -> tuple[int, int]:
+    """Output (h, w) of a Darknet pooling window; an input too small for it is a cfg error."""
+    out_h, out_w = pool_output_size(h, padding, size, sy), pool_output_size(w, padding, size, sx)
+    if out_h < 1 or out_w < 1:
+        raise section.error(f"input {h}x{w} is too small for size={size} padding={padding}")
+    return out_h, out_w
+
+
 def _pool_keys(section: Section) -> tuple[int, int, int, int]:
     stride = _positive(section, "stride", 1)
     stride_x, stride_y = _positive(section, "stride_x", stride), _positive(section, "stride_y", stride)
@@ -138,18 +146,14 @@ def build_maxpool(section: Section, ctx: BuildContext) -> Built:
         out_channels = _positive(section, "out_channels", 1)
         return Built(MaxPool(size, sy, sx, padding, True, out_channels), (out_channels, h, w), (py, px))
     section.get_int("out_channels", 1)
-    out_h, out_w = pool_output_size(h, padding, size, sy), pool_output_size(w, padding, size, sx)
-    if out_h < 1 or out_w < 1:
-        raise section.error(f"input {h}x{w} is too small for size={size} padding={padding}")
+    out_h, out_w = _pooled_size(section, h, w, size, sy, sx, padding)
     return Built(MaxPool(size, sy, sx, padding), (c, out_h, out_w), (py * sy, px * sx))
 
 
 def build_local_avgpool(section: Section, ctx: BuildContext) -> Built:
     (c, h, w), (py, px) = ctx.previous(section.index)
     size, sy, sx, padding = _pool_keys(section)
-    out_h, out_w = pool_output_size(h, padding, size, sy), pool_output_size(w, padding, size, sx)
-    if out_h < 1 or out_w < 1:
-        raise section.error(f"input {h}x{w} is too small for size={size} padding={padding}")
+    out_h, out_w = _pooled_size(section, h, w, size, sy, sx, padding)
     return Built(LocalAvgPool(size, sy, sx, padding), (c, out_h, out_w), (py * sy, px * sx))
 
 

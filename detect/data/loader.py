@@ -43,8 +43,12 @@ def resolve_spec(spec: DataSpec | str | Path, cache_dir: Path | None = None) -> 
                     names=None, source_file=spec.source_file, options=spec.options)
 
 
-def open_split(spec: DataSpec | str | Path, split: str, cache_dir: Path | None = None) -> DatasetSource:
-    """The validated records of one split (synthetic data generated and label cache built as needed)."""
+def open_split(spec: DataSpec | DatasetSource | str | Path, split: str,
+               cache_dir: Path | None = None) -> DatasetSource:
+    """The validated records of one split (synthetic data generated and label cache built as needed).
+    An already opened split is returned as it is, so a caller that opened it once need not read it again."""
+    if isinstance(spec, DatasetSource):
+        return spec
     return open_source(resolve_spec(spec, cache_dir), split, cache_dir)
 
 
