@@ -47,7 +47,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--conf", type=float, default=0.001, help="confidence threshold (objectness * class)")
     p.add_argument("--iou", type=float, default=0.6, help="NMS IoU threshold")
     p.add_argument("--max-det", type=int, default=300, help="detections per image at most")
-    p.add_argument("--square", action="store_true", help="square letterbox instead of rect batches")
+    p.add_argument("--square", action="store_true", help="square img x img letterbox instead of rect canvases")
     p.add_argument("--single-label", action="store_true", help="one label per box (best class) instead of multi")
     p.add_argument("--no-merge", action="store_true", help="plain NMS instead of merge-NMS")
     p.add_argument("--half", action="store_true", help="float16 autocast (CUDA only)")

@@ -155,12 +155,11 @@ def test_coco_tiny_accuracy_protocol_and_best(shared, tmp_path):
     assert protocol.num_images == 80
     assert protocol.map == pytest.approx(0.222, abs=0.006)
     assert protocol.map50 == pytest.approx(0.418, abs=0.006)
-    # the defaults (rect batches, multi-label, merge-NMS): mAP@0.5 reaches the best-known PyTorch port's 0.443;
-    # mAP@0.5:0.95 is 0.2423 here against that port's 0.244 (issue 5 is open on that gap), so the bound below
-    # guards what we reach rather than claiming the port's figure
+    # the defaults (rect canvases with half a stride of border, multi-label, merge-NMS): at least what the
+    # best-known PyTorch port reaches (0.244, 0.443); measured 0.2495 / 0.4445
     best = run(_coco_tiny_args(shared, tmp_path))
+    assert best.map >= 0.244
     assert best.map50 >= 0.443
-    assert best.map >= 0.240
 
 
 def _subset_spec(folder, shared, count):

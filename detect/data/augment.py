@@ -45,8 +45,10 @@ class AugmentConfig:
         return cfg
 
 
-def letterbox(image: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, float, tuple[int, int]]:
-    """Fit `image` into `shape` (h, w) keeping its aspect ratio, centred on PAD_VALUE.
+def letterbox(image: np.ndarray, shape: tuple[int, int],
+              long_side: int | None = None) -> tuple[np.ndarray, float, tuple[int, int]]:
+    """Fit `image` into `shape` (h, w) keeping its aspect ratio, centred on PAD_VALUE. With `long_side`, the
+    image is scaled to that long side instead (never beyond what fits) and the rest of `shape` is border.
 
     Returns (out, ratio, (left, top)). A point x of the original lands at x * ratio + left (y: * ratio + top)
     exactly: the resize is given the scale itself (fx=fy=ratio), which OpenCV uses for its mapping, so
@@ -55,6 +57,8 @@ def letterbox(image: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, fl
     h, w = image.shape[:2]
     out_h, out_w = shape
     ratio = min(out_h / h, out_w / w)
+    if long_side is not None:
+        ratio = min(ratio, long_side / max(h, w))
     if ratio != 1.0:
         # bilinear, as the reference evaluation resizes (INTER_AREA: mAP@0.5 0.410 vs 0.415, yolov3-tiny, coco-tiny)
         image = cv2.resize(image, None, fx=ratio, fy=ratio, interpolation=cv2.INTER_LINEAR)

@@ -89,12 +89,13 @@ class TrainDataset(Dataset):
 
 
 class EvalDataset(Dataset):
-    """Letterboxed samples at a per-image shape (its batch's rect shape), with the metas to undo it."""
+    """Letterboxed samples: each image at long side `img_size` in its canvas (`shapes`), with the metas to undo it."""
 
-    def __init__(self, source: DatasetSource, shapes: np.ndarray):
+    def __init__(self, source: DatasetSource, shapes: np.ndarray, img_size: int):
         self.source = source
         self.records = source.records
         self.shapes = shapes  # [N, 2] (h, w) per image
+        self.img_size = int(img_size)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -103,7 +104,7 @@ class EvalDataset(Dataset):
         rec = self.records[index]
         image = load_image(rec.path)
         out_h, out_w = (int(v) for v in self.shapes[index])
-        out, ratio, (left, top) = letterbox(image, (out_h, out_w))
+        out, ratio, (left, top) = letterbox(image, (out_h, out_w), self.img_size)
         boxes = rec.boxes.astype(np.float64) * ratio + np.array([left, top, left, top])
         labels = np.concatenate([rec.classes[:, None].astype(np.float32),
                                  xyxy_to_normalised_cxcywh(boxes, out_w, out_h)], 1)

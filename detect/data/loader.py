@@ -96,6 +96,6 @@ def build_eval_loader(spec, split: str, img_size: int, batch_size: int, workers:
     source = open_split(spec, split, cache_dir)
     sizes = [(r.width, r.height) for r in source.records]
     batches, shapes = eval_batches(sizes, batch_size, img_size, stride, rect)
-    dataset = EvalDataset(source, shapes)
+    dataset = EvalDataset(source, shapes, img_size)
     return DataLoader(dataset, batch_sampler=ShardedBatchSampler(batches, rank, world_size),
                       collate_fn=collate_eval, **_loader_kwargs(workers))

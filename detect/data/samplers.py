@@ -4,7 +4,7 @@ Training: `BatchSampler(DistributedSampler(...), batch_size, drop_last=True)`: o
 order each epoch through `set_epoch`, every index once per epoch across ranks (DistributedSampler repeats a
 few to even out the shards when the size is not divisible by the world size).
 
-Evaluation: batches are formed over the whole split (rect: images of similar aspect ratio together) before
+Evaluation: batches are formed over the whole split (rect: images of the same canvas together) before
 any sharding, and whole batches are dealt to ranks round-robin. Every image lands on exactly one rank, a
 rank may get no batch at all, and an image's letterbox shape never depends on the world size.
 """
@@ -52,36 +52,35 @@ def round_up(value: float, stride: int) -> int:
     return int(math.ceil(value / stride) * stride)
 
 
+def rect_shape(width: float, height: float, img_size: int, stride: int) -> tuple[int, int]:
+    """(h, w) canvas of one image in rect evaluation: the image at long side `img_size`, plus at least half a
+    stride of border on each axis, rounded up to the stride. The border gives objects at the image edge the
+    same grey context Darknet's square letterbox gives them; it is the PyTorch port's rect padding (pad=0.5)."""
+    scale = img_size / max(width, height)
+    return (round_up(height * scale + stride / 2, stride), round_up(width * scale + stride / 2, stride))
+
+
 def eval_batches(sizes: np.ndarray, batch_size: int, img_size: int, stride: int,
                  rect: bool) -> tuple[list[list[int]], np.ndarray]:
     """Batches of indices over the whole split and the (h, w) input shape of every image.
 
-    `sizes` is [N, 2] (width, height). rect: indices sorted by aspect ratio h/w (stable), chunked, and each
-    batch gets the smallest shape of stride multiples that holds its aspect-ratio range with the long side at
-    `img_size`: ceil(img_size * (h/w or 1) / stride) * stride. Not rect: every image at a square img_size
-    (rounded up to the stride).
+    `sizes` is [N, 2] (width, height). rect: every image gets its own canvas (`rect_shape`), and batches are
+    formed among images of the same canvas (in order of aspect ratio h/w), so an image's input never depends on
+    its neighbours: metrics are the same for any batch size and world size. Not rect: every image at a square
+    img_size (rounded up to the stride).
     """
     sizes = np.asarray(sizes, dtype=np.float64).reshape(-1, 2)
     n = len(sizes)
-    square = round_up(img_size, stride)
     if not rect:
+        square = round_up(img_size, stride)
         batches = [list(range(i, min(i + batch_size, n))) for i in range(0, n, batch_size)]
         return batches, np.full((n, 2), square, dtype=np.int64)
-    aspect = sizes[:, 1] / sizes[:, 0]
-    order = np.argsort(aspect, kind="stable")
-    shapes = np.zeros((n, 2), dtype=np.int64)
-    batches = []
-    for start in range(0, n, batch_size):
-        idx = order[start:start + batch_size]
-        lo, hi = aspect[idx].min(), aspect[idx].max()
-        if hi < 1:  # all wide: full width, height from the tallest of them
-            rel_h, rel_w = hi, 1.0
-        elif lo > 1:  # all tall: full height, width from the widest
-            rel_h, rel_w = 1.0, 1.0 / lo
-        else:
-            rel_h, rel_w = 1.0, 1.0
-        shapes[idx] = (round_up(img_size * rel_h, stride), round_up(img_size * rel_w, stride))
-        batches.append(idx.tolist())
+    shapes = np.array([rect_shape(w, h, img_size, stride) for w, h in sizes], dtype=np.int64).reshape(n, 2)
+    order = np.argsort(sizes[:, 1] / sizes[:, 0], kind="stable")
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i in order.tolist():
+        groups.setdefault(tuple(shapes[i]), []).append(i)
+    batches = [members[s:s + batch_size] for members in groups.values() for s in range(0, len(members), batch_size)]
     return batches, shapes
 
 

@@ -171,3 +171,17 @@ def test_interpolation_keeps_a_white_box_white():
     # guards mask_box: the threshold of 127 sits between black (0) and white (255) after linear resampling
     image = cv2.resize(mask_image(20, 20, np.array([[5.0, 5, 15, 15]])), (40, 40), interpolation=cv2.INTER_LINEAR)
     np.testing.assert_allclose(mask_box(image), [10, 10, 30, 30], atol=1)
+
+
+def test_letterbox_long_side_keeps_the_scale_and_borders_the_rest():
+    rng = np.random.default_rng(3)
+    h, w = 480, 640
+    box = random_box(rng, h, w, min_side=40)
+    out, ratio, (left, top) = letterbox(mask_image(h, w, box), (352, 448), long_side=416)
+    assert out.shape[:2] == (352, 448) and ratio == pytest.approx(0.65)
+    assert (left, top) == (16, 20)  # 448 - 416 and 352 - 312, halved
+    assert (out[:, :16] == 114).all() and (out[:, 432:] == 114).all() and (out[:20] == 114).all()
+    np.testing.assert_allclose(mask_box(np.where(out == 114, 0, out)), box[0] * ratio + [16, 20, 16, 20], atol=1.0)
+    # a long side that would not fit is capped by the canvas
+    _, capped, _ = letterbox(mask_image(h, w, box), (320, 320), long_side=416)
+    assert capped == pytest.approx(0.5)
