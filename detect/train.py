@@ -197,12 +197,11 @@ def build_setup(opts: TrainOptions, hyp: dict, ctx: dist.DistContext, run_dir: P
         log.info("CPU training: BatchNorm stays per-process (SyncBatchNorm needs CUDA)")
     ddp_model = dist.wrap_ddp(model, ctx)  # broadcasts rank 0's parameters and buffers
     ema = ModelEMA(model, float(hyp["ema_decay"]), float(hyp["ema_tau"])) if opts.ema else None
-    loader, sampler = build_train_loader(train_source, img_size, opts.batch_size, hyp, opts.workers,
-                                         model.max_stride, ctx.rank, ctx.world_size, opts.seed)
+    loader = build_train_loader(train_source, img_size, opts.batch_size, hyp, opts.workers, model.max_stride,
+                                ctx.rank, ctx.world_size, opts.seed, max_batches=opts.max_batches, epochs=opts.epochs)
     evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx)
     accumulate = accumulation_steps(opts.nbs, opts.batch_size, ctx.world_size)
-    batches = min(len(loader), opts.max_batches or len(loader))
-    steps_per_epoch = math.ceil(batches / accumulate)
+    steps_per_epoch = math.ceil(len(loader) / accumulate)
     # weight decay follows the images per step relative to the nominal batch
     decay = float(hyp["weight_decay"]) * opts.batch_size * ctx.world_size * accumulate / opts.nbs
     optimizer = build_optimizer(model, opts.optimizer, float(hyp["lr0"]), float(hyp["momentum"]), decay)
@@ -225,10 +224,9 @@ def build_setup(opts: TrainOptions, hyp: dict, ctx: dist.DistContext, run_dir: P
              steps_per_epoch, opts.optimizer, f", AMP {amp_dtype}" if amp_dtype else "")
     return TrainSetup(ctx=ctx, model=model, ddp_model=ddp_model, loss=YoloLoss.for_model(model, hyp),
                       optimizer=optimizer, schedule=schedule, scaler=scaler, amp_dtype=amp_dtype, ema=ema,
-                      train_loader=loader, sampler=sampler, accumulate=accumulate, nbs=opts.nbs, epochs=opts.epochs,
+                      train_loader=loader, accumulate=accumulate, nbs=opts.nbs, epochs=opts.epochs,
                       hyp=hyp, names=names, opts=opts.to_dict(), run_dir=run_dir, evaluate_fn=evaluate_fn,
-                      frozen_bn=frozen_bn, max_batches=opts.max_batches, multi_scale=multi_scale,
-                      channels_last=channels_last)
+                      frozen_bn=frozen_bn, multi_scale=multi_scale, channels_last=channels_last)
 
 
 def prepare(opts: TrainOptions, ctx: dist.DistContext):
@@ -267,6 +265,7 @@ def run(opts: TrainOptions, ctx: dist.DistContext) -> TrainState:
         state = trainer.fit()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        trainer.s.train_loader.close()
     log.info("done: %s (best fitness %.4f)", trainer.s.run_dir, state.best_fitness)
     return state
 

@@ -41,8 +41,7 @@ class TrainSetup:
     scaler: torch.amp.GradScaler
     amp_dtype: torch.dtype | None
     ema: ModelEMA | None
-    train_loader: object
-    sampler: object
+    train_loader: object  # detect.data.loader.TrainLoader (or anything with len() and epoch(e, start))
     accumulate: int
     nbs: int
     epochs: int
@@ -52,7 +51,6 @@ class TrainSetup:
     run_dir: Path
     evaluate_fn: object = None  # callable(model) -> (fitness, metrics dict), same on every rank
     frozen_bn: list = field(default_factory=list)
-    max_batches: int | None = None
     multi_scale: object = None
     channels_last: bool = False
     progress: bool = True
@@ -151,8 +149,7 @@ class Trainer:
             bn.eval()
 
     def _batches_in_epoch(self) -> int:
-        n = len(self.s.train_loader)
-        return min(n, self.s.max_batches) if self.s.max_batches else n
+        return len(self.s.train_loader)  # --max-batches is applied by the loader
 
     def train_epoch(self) -> dict:
         s, st = self.s, self.state
@@ -160,18 +157,13 @@ class Trainer:
         if st.epoch_rng is not None and st.batch_in_epoch:
             self._set_rng(st.epoch_rng)  # replay the interrupted epoch's random stream
         st.epoch_rng = self._rng()
-        s.sampler.set_epoch(epoch)
         self._set_train_mode()
         n_batches = self._batches_in_epoch()
         skip = st.batch_in_epoch
         sums, counted, images_seen, lr = torch.zeros(3), 0, 0, s.optimizer.param_groups[0]["lr"]
         bar = self._progress(n_batches, epoch, skip)
         start = time.perf_counter()
-        for i, (images, targets, _paths) in enumerate(s.train_loader):
-            if i >= n_batches:
-                break
-            if i < skip:
-                continue
+        for i, (images, targets, _paths) in enumerate(s.train_loader.epoch(epoch, skip), start=skip):
             last_of_window = (i + 1) % s.accumulate == 0 or i == n_batches - 1
             parts = self._micro_step(images, targets, epoch * n_batches + i, sync=last_of_window)
             self._count_nonfinite(parts)

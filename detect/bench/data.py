@@ -59,21 +59,19 @@ def measure_ours(spec_path: str, img: int, batch: int, workers: int, batches: in
 
     from detect.data.loader import build_train_loader
 
-    loader, sampler = build_train_loader(spec_path, img, batch, AUGMENT, workers, 32, 0, 1, seed=0,
-                                         cache_dir=cache_dir)
+    loader = build_train_loader(spec_path, img, batch, AUGMENT, workers, 32, 0, 1, seed=0, cache_dir=cache_dir)
     done, start, epoch = -1, None, 0
     while done < batches:
-        sampler.set_epoch(epoch)
-        epoch += 1
-        for _ in loader:
+        for _ in loader.epoch(epoch):
             done += 1
             if done == 0:
                 start = time.perf_counter()  # after the first batch: worker start-up is not throughput
             if done == batches:
                 break
+        epoch += 1
     elapsed = time.perf_counter() - start
-    del loader
-    gc.collect()  # persistent workers exit with their loader; their peak shows in RUSAGE_CHILDREN
+    loader.close()
+    gc.collect()  # the workers exit with the stream; their peak shows in RUSAGE_CHILDREN
     return {"images_per_s": batches * batch / elapsed, "workers_used": workers,
             "main_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}

@@ -103,9 +103,8 @@ def _data_batches(args, hyp, stride):
     from detect.data.loader import build_train_loader
     from detect.data.spec import load_data_spec
 
-    loader, _ = build_train_loader(load_data_spec(args.data), args.img, args.batch, hyp, args.workers, stride,
-                                   0, 1, 0)
-    return itertools.chain.from_iterable(itertools.repeat(loader))
+    loader = build_train_loader(load_data_spec(args.data), args.img, args.batch, hyp, args.workers, stride, 0, 1, 0)
+    return itertools.chain.from_iterable(loader.epoch(e) for e in itertools.count())
 
 
 def main(argv=None) -> int:

@@ -95,6 +95,45 @@ def warp(image: np.ndarray, matrix: np.ndarray, out_size: int) -> np.ndarray:
                           borderMode=cv2.BORDER_CONSTANT, borderValue=(PAD_VALUE,) * 3)
 
 
+def is_axis_aligned(matrix: np.ndarray) -> bool:
+    """A zoom and a shift only (no rotation, shear or mirror): boxes stay boxes and pixels can be resized."""
+    return matrix[0, 1] == 0 and matrix[1, 0] == 0 and matrix[0, 0] > 0 and matrix[1, 1] > 0
+
+
+def _resize_span(shift: float, zoom: float, length: int, out_size: int) -> tuple[int, int, int]:
+    """Along one axis: (first, stop) of the input pixels that reach the output, with one pixel of margin so
+    interpolation never reads past the crop, and the whole-pixel output offset of the first one."""
+    first = max(0, math.floor(-shift / zoom) - 1)
+    stop = min(length, math.ceil((out_size - shift) / zoom) + 1)
+    return first, stop, round(shift + zoom * first)
+
+
+def warp_axis_aligned(image: np.ndarray, matrix: np.ndarray, out_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """`warp` for an axis-aligned matrix, by cropping what reaches the output and resizing it (several times
+    cheaper than warpAffine, the largest cost of a training sample). The shift is moved by < 0.5 px so the
+    resized crop lands on whole pixels; returns (out, the matrix actually applied) and boxes must use the latter.
+    """
+    zoom_x, zoom_y = float(matrix[0, 0]), float(matrix[1, 1])
+    h, w = image.shape[:2]
+    x0, x1, dx = _resize_span(float(matrix[0, 2]), zoom_x, w, out_size)
+    y0, y1, dy = _resize_span(float(matrix[1, 2]), zoom_y, h, out_size)
+    out = np.full((out_size, out_size, 3), PAD_VALUE, dtype=np.uint8)
+    if x1 > x0 and y1 > y0:
+        # resize with fx/fy (no dsize) maps corner coordinates by exactly the zoom: x' = zoom * x
+        crop = image[y0:y1, x0:x1]
+        part = cv2.resize(crop, None, fx=zoom_x, fy=zoom_y, interpolation=cv2.INTER_LINEAR)
+        if part.shape == crop.shape and (zoom_x != 1 or zoom_y != 1):
+            # a zoom within half a pixel of 1 over the crop: OpenCV sees equal sizes and copies instead
+            return warp(image, matrix, out_size), matrix
+        ph, pw = part.shape[:2]
+        ox0, oy0, ox1, oy1 = max(dx, 0), max(dy, 0), min(dx + pw, out_size), min(dy + ph, out_size)
+        if ox1 > ox0 and oy1 > oy0:
+            out[oy0:oy1, ox0:ox1] = part[oy0 - dy:oy1 - dy, ox0 - dx:ox1 - dx]
+    applied = matrix.astype(np.float64).copy()
+    applied[0, 2], applied[1, 2] = dx - zoom_x * x0, dy - zoom_y * y0
+    return out, applied
+
+
 def transform_boxes(boxes: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """Axis-aligned boxes around the transformed corners of each box: [n,4] -> [n,4]."""
     if len(boxes) == 0:
@@ -123,6 +162,8 @@ def transform_clip_boxes(boxes: np.ndarray, matrix: np.ndarray, size: int) -> np
     """
     if len(boxes) == 0:
         return np.zeros((0, 4))
+    if is_axis_aligned(matrix):  # the box stays a box: clipping it is the intersection
+        return np.clip(transform_boxes(boxes, matrix), 0, size)
     quad = corners_of(boxes, matrix)  # [n, 4, 2]
     start, end = quad, np.roll(quad, -1, axis=1)
     candidates = [quad]
@@ -234,7 +275,10 @@ def geometric_augment(rng: np.random.Generator, images: list[np.ndarray], boxes:
         h, w = source.shape[:2]
         place, frame = translation((size - w) / 2, (size - h) / 2), size  # centred in the S x S frame
     matrix = random_affine_matrix(rng, frame, frame, size, cfg) @ place
-    out = warp(source, matrix, size)
+    if is_axis_aligned(matrix):
+        out, matrix = warp_axis_aligned(source, matrix, size)
+    else:
+        out = warp(source, matrix, size)
     visible_out = transform_clip_boxes(visible, matrix, size)
     cut_off = (visible[:, 2] <= visible[:, 0]) | (visible[:, 3] <= visible[:, 1])  # fell off the mosaic canvas
     visible_out[cut_off] = 0.0

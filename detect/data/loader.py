@@ -1,7 +1,8 @@
 """The builders the training loop and the evaluator call.
 
-    loader, sampler = build_train_loader(spec, img_size, batch_size, hyp, workers, stride, rank, world_size, seed)
-    for epoch in ...: sampler.set_epoch(epoch); for images, targets, paths in loader: ...
+    loader = build_train_loader(spec, img_size, batch_size, hyp, workers, stride, rank, world_size, seed)
+    for epoch in ...: for images, targets, paths in loader.epoch(epoch): ...   # set_epoch is called for you
+    loader.close()
     loader = build_eval_loader(spec, "val", img_size, batch_size, workers, stride, rank, world_size)
     for images, targets, metas in loader: ...; loader.dataset.source.coco_ground_truth()
 
@@ -12,6 +13,7 @@ Batches hold uint8 images on the host (pinned when CUDA is present); on the devi
 from __future__ import annotations
 
 import logging
+import weakref
 from pathlib import Path
 
 import cv2
@@ -61,15 +63,65 @@ def _loader_kwargs(workers: int) -> dict:
             "persistent_workers": workers > 0, "prefetch_factor": 4 if workers > 0 else None}
 
 
+class TrainLoader:
+    """One process's training batches as an uninterrupted stream over epochs.
+
+    `epoch(e, start)` yields batches start.. of epoch e (`len(self)` per epoch). When the previous call ran its
+    epoch to the end and e follows it, the same DataLoader iterator goes on, so the workers never stop: they
+    assemble the first batches of epoch e + 1 while the trainer finishes epoch e (and evaluates). Anything else
+    (a first call, a resume in the middle of an epoch, an epoch left early) starts the stream afresh at (e, start).
+    `close()` stops the workers (also done at interpreter exit).
+    """
+
+    def __init__(self, dataset: TrainDataset, keys: EpochKeyedBatchSampler, sampler, workers: int):
+        self.dataset = dataset
+        self.sampler = sampler  # the DistributedSampler (its set_epoch is called by the stream)
+        self.keys = keys
+        # not persistent: the stream itself keeps its workers, and close() must really stop them
+        kwargs = {**_loader_kwargs(workers), "persistent_workers": False}
+        self._loader = DataLoader(dataset, batch_sampler=keys, collate_fn=collate_train, **kwargs)
+        self._stream: list = []  # [iterator] while one runs; a list so the exit hook can empty it
+        self._next: tuple[int, int] | None = None  # (epoch, batch) the running iterator yields next
+        # an iterator of persistent workers alive at interpreter shutdown can hang the exit
+        weakref.finalize(self, self._stream.clear)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def num_workers(self) -> int:
+        return self._loader.num_workers
+
+    def epoch(self, epoch: int, start: int = 0):
+        n = len(self)
+        if not self._stream or self._next != (epoch, start):
+            self.close()
+            self.keys.start_at(epoch, start)
+            self._stream.append(iter(self._loader))
+        self._next = None  # until this epoch is run to its end
+        stream = self._stream[0]
+        for batch_index in range(start, n):
+            yield next(stream)
+            if batch_index == n - 1:
+                self._next = (epoch + 1, 0)
+
+    def close(self) -> None:
+        self._stream.clear()
+        self._next = None
+
+
 def build_train_loader(spec, img_size: int, batch_size: int, hyp: dict | None, workers: int, stride: int,
                        rank: int, world_size: int, seed: int, cache_dir=None, cache_images: bool = False,
-                       split: str = "train", buffer_images: int | None = None):
-    """(DataLoader, DistributedSampler): per-process batches of `batch_size` at img_size x img_size.
+                       split: str = "train", buffer_images: int | None = None, max_batches: int | None = None,
+                       epochs: int | None = None) -> TrainLoader:
+    """Per-process batches of `batch_size` at img_size x img_size (`TrainLoader`).
 
     The shuffle uses `seed` on every rank; each sample's augmentation is seeded by (seed, epoch, index), so it
     does not depend on the worker, the rank or a resume.
     `cache_images` keeps every resized image in RAM (per worker); otherwise each worker keeps the
     `buffer_images` most recently decoded ones (default min(8 * batch_size, 512)) for mosaic partners.
+    `max_batches` caps the batches per epoch; `epochs` ends the stream after that many (workers do not assemble
+    batches of an epoch that will never run).
     """
     if img_size % stride:
         raise ValueError(f"image size {img_size} must be a multiple of the model's stride {stride}")
@@ -83,11 +135,10 @@ def build_train_loader(spec, img_size: int, batch_size: int, hyp: dict | None, w
         raise ValueError(f"{split} split has {len(dataset)} usable images: {per_rank} per rank with "
                          f"{world_size} process(es), fewer than the batch size {batch_size}; lower the batch size")
     batch_sampler, sampler = train_batch_sampler(dataset, batch_size, rank, world_size, seed)
-    loader = DataLoader(dataset, batch_sampler=EpochKeyedBatchSampler(batch_sampler, sampler), collate_fn=collate_train,
-                        **_loader_kwargs(workers))
-    log.info(f"train loader: {len(dataset)} images, {len(batch_sampler)} batches of {batch_size} per rank, "
+    keys = EpochKeyedBatchSampler(batch_sampler, sampler, max_batches, epochs)
+    log.info(f"train loader: {len(dataset)} images, {len(keys)} batches of {batch_size} per rank, "
              f"{workers} worker(s)")
-    return loader, sampler
+    return TrainLoader(dataset, keys, sampler, workers)
 
 
 def build_eval_loader(spec, split: str, img_size: int, batch_size: int, workers: int, stride: int, rank: int,

@@ -25,27 +25,46 @@ def train_batch_sampler(dataset, batch_size: int, rank: int, world_size: int,
 
 
 class EpochKeyedBatchSampler(Sampler):
-    """The training batches as (epoch, index, batch) keys.
+    """The training batches as (epoch, index, batch) keys, epoch after epoch without a break.
 
     The dataset seeds each sample's augmentation from (seed, epoch, index), so a sample is augmented the same
     whichever worker or rank draws it and whether or not the run was resumed: exact resume with any number of
     loader workers, no generator state to save. Mosaic partners come from the sample's own batch, which the
     worker decodes anyway, so a sample costs one image decode, not four, on datasets larger than the buffer.
-    The epoch comes from the DistributedSampler's `set_epoch`.
+
+    Iteration starts at batch `start_batch` of `start_epoch`, calls the DistributedSampler's `set_epoch` at
+    every epoch, takes the first `batches_per_epoch` batches of each and ends after `end_epoch` (never when
+    None). One uninterrupted stream keeps the loader workers busy across epoch boundaries: a loader restarted
+    every epoch drains its queue and leaves workers idle while the last batches of an epoch are assembled.
     """
 
-    def __init__(self, batch_sampler: BatchSampler, sampler: DistributedSampler):
+    def __init__(self, batch_sampler: BatchSampler, sampler: DistributedSampler,
+                 batches_per_epoch: int | None = None, end_epoch: int | None = None):
         self.batch_sampler = batch_sampler
         self.sampler = sampler
+        full = len(batch_sampler)
+        self.batches_per_epoch = full if batches_per_epoch is None else max(0, min(int(batches_per_epoch), full))
+        self.end_epoch = end_epoch
+        self.start_epoch, self.start_batch = 0, 0
+
+    def start_at(self, epoch: int, batch: int = 0) -> None:
+        self.start_epoch, self.start_batch = int(epoch), int(batch)
 
     def __iter__(self):
-        epoch = int(self.sampler.epoch)
-        for batch in self.batch_sampler:
-            members = tuple(batch)
-            yield [(epoch, i, members) for i in batch]
+        epoch, skip = self.start_epoch, self.start_batch
+        while self.end_epoch is None or epoch < self.end_epoch:
+            self.sampler.set_epoch(epoch)
+            for k, batch in enumerate(self.batch_sampler):
+                if k >= self.batches_per_epoch:
+                    break
+                if k >= skip:
+                    members = tuple(batch)
+                    yield [(epoch, i, members) for i in batch]
+            epoch, skip = epoch + 1, 0
 
     def __len__(self) -> int:
-        return len(self.batch_sampler)
+        """Batches per epoch (the stream itself runs on)."""
+        return self.batches_per_epoch
 
 
 def round_up(value: float, stride: int) -> int:

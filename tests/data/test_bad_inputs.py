@@ -77,8 +77,8 @@ def test_converted_images_decode_at_their_probed_size(corpus):
 
 def test_loaders_run_over_the_corpus(corpus):
     spec, cache_dir, _ = corpus
-    loader, sampler = build_train_loader(spec, 64, 3, {}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
-    assert sum(len(paths) for _, _, paths in loader) == 9  # 11 usable images, whole batches of 3
+    loader = build_train_loader(spec, 64, 3, {}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
+    assert sum(len(paths) for _, _, paths in loader.epoch(0)) == 9  # 11 usable images, whole batches of 3
     metas = [m for _, _, ms in build_eval_loader(spec, "val", 64, 4, 0, 32, 0, 1, cache_dir=cache_dir) for m in ms]
     assert len(metas) == 11
     gt = build_eval_loader(spec, "val", 64, 4, 0, 32, 0, 1, cache_dir=cache_dir).dataset.source.coco_ground_truth()

@@ -104,9 +104,8 @@ def test_eval_loader_sharding_on_real_files(small_synthetic):
 
 def test_train_loader_batches(small_synthetic):
     spec, cache_dir = small_synthetic
-    loader, sampler = build_train_loader(spec, 64, 5, {}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
-    sampler.set_epoch(0)
-    batches = list(loader)
+    loader = build_train_loader(spec, 64, 5, {}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
+    batches = list(loader.epoch(0))
     assert len(batches) == 23 // 5
     images, targets, paths = batches[0]
     assert images.shape == (5, 3, 64, 64) and images.dtype.is_floating_point is False and len(paths) == 5
@@ -118,6 +117,48 @@ def test_train_loader_batches(small_synthetic):
         build_train_loader(spec, 70, 4, {}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
 
 
+def _epoch_keys(loader, epoch, start=0):
+    """(epoch, index) keys of the batches start.. of `epoch`, straight from the key stream."""
+    loader.keys.start_at(epoch, start)
+    batches = [b for b, _ in zip(iter(loader.keys), range(len(loader) - start))]
+    return [[key[:2] for key in batch] for batch in batches]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_train_stream_runs_on_across_epochs_and_restarts_where_asked(small_synthetic, workers):
+    """Consecutive epochs come from one running stream (same batches as fresh starts), a mid-epoch start
+    gives the rest of that epoch, and an epoch left early is followed by a fresh start, all with the same
+    per-sample content."""
+    spec, cache_dir = small_synthetic
+    loader = build_train_loader(spec, 64, 5, {"mosaic": 1.0}, workers, 32, 0, 1, seed=0, cache_dir=cache_dir)
+    try:
+        paths = [[p for _, _, ps in loader.epoch(e) for p in ps] for e in range(3)]
+        assert all(len(p) == 20 for p in paths) and paths[0] != paths[1] != paths[2]  # set_epoch each epoch
+        stream = loader._stream[0]
+        first_of_3 = next(loader.epoch(3))
+        assert loader._stream[0] is stream  # no restart between consecutive epochs
+        # epoch 3 was left after one batch: asking for batch 2 of it restarts the stream there
+        rest = list(loader.epoch(3, 2))
+        assert loader._stream[0] is not stream and len(rest) == 2
+        fresh = build_train_loader(spec, 64, 5, {"mosaic": 1.0}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
+        reference = list(fresh.epoch(3))
+        for got, want in zip([first_of_3] + rest, reference[:1] + reference[2:]):
+            assert got[2] == want[2] and torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    finally:
+        loader.close()
+
+
+def test_train_stream_caps_batches_and_ends_after_the_last_epoch(small_synthetic):
+    spec, cache_dir = small_synthetic
+    loader = build_train_loader(spec, 64, 5, {}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir, max_batches=2, epochs=2)
+    assert len(loader) == 2
+    assert [len(list(loader.epoch(e))) for e in range(2)] == [2, 2]
+    loader.keys.start_at(0)
+    assert len(list(iter(loader.keys))) == 4  # the stream itself ends after epoch 2
+    full = _epoch_keys(loader, 1)
+    assert _epoch_keys(loader, 1, 1) == full[1:] and {key[0] for batch in full for key in batch} == {1}
+
+
 def test_mosaic_partners_come_from_the_batch_so_each_image_is_decoded_once(small_synthetic, monkeypatch):
     """With a buffer of one batch (far smaller than the dataset), an epoch decodes each image once: mosaic
     partners are drawn from the sample's own batch, which the worker decodes anyway."""
@@ -127,13 +168,12 @@ def test_mosaic_partners_come_from_the_batch_so_each_image_is_decoded_once(small
     decoded = []
     real_load = datasets.load_image
     monkeypatch.setattr(datasets, "load_image", lambda path: decoded.append(path) or real_load(path))
-    loader, sampler = build_train_loader(spec, 64, 5, {"mosaic": 1.0}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir,
-                                         buffer_images=5)
-    sampler.set_epoch(3)
-    paths = [p for _, _, batch_paths in loader for p in batch_paths]
+    loader = build_train_loader(spec, 64, 5, {"mosaic": 1.0}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir,
+                                buffer_images=5)
+    paths = [p for _, _, batch_paths in loader.epoch(3) for p in batch_paths]
     assert len(paths) == 20  # 23 images, 4 batches of 5
     assert len(decoded) == len(set(decoded)) == 20 and set(decoded) == set(paths)
     # the same keys give the same sample (exact resume does not depend on the worker's history)
-    key = next(iter(loader.batch_sampler))[0]
+    key = next(iter(loader.keys))[0]
     first, again = loader.dataset[key], loader.dataset[key]
     assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
