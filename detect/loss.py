@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from detect.assign import HeadSpec, HeadTargets, build_targets
 from detect.boxes import aligned_iou
+from detect.darknet.yolo import box_parts
 from detect.dist import all_reduce_sum, get_world_size
 
 # Objectness weight per head stride: fine heads see many small, easy negatives (same idea as YOLOv5's balance).
@@ -54,15 +55,8 @@ class LossConfig:
 
 def decode_positives(raw: torch.Tensor, head: HeadSpec, t: HeadTargets, stride_xy: torch.Tensor) -> torch.Tensor:
     """Boxes (cx, cy relative to the cell's corner, w, h; input pixels) of the matched slots: [P, 4]."""
-    p = raw[t.image, t.anchor, t.gy, t.gx, :4]
-    s = head.scale_x_y
-    if head.new_coords:
-        xy = p[:, :2] * s - 0.5 * (s - 1.0)
-        wh = (2.0 * p[:, 2:4]) ** 2 * t.anchor_wh
-    else:
-        xy = p[:, :2].sigmoid() * s - 0.5 * (s - 1.0)
-        wh = p[:, 2:4].clamp(max=_MAX_LOG_SCALE).exp() * t.anchor_wh
-    return torch.cat([xy * stride_xy, wh], 1)
+    xy, wh = box_parts(raw[t.image, t.anchor, t.gy, t.gx, :4], head.scale_x_y, head.new_coords, _MAX_LOG_SCALE)
+    return torch.cat([xy * stride_xy, wh * t.anchor_wh], 1)
 
 
 def bce(pred: torch.Tensor, target: torch.Tensor, probabilities: bool, reduction: str = "mean") -> torch.Tensor:

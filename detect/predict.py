@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from detect import dist
+from detect.cli import run_command
 from detect.data.augment import letterbox
 from detect.data.images import IMAGE_SUFFIXES, load_image
 from detect.log import setup_logging
@@ -207,13 +208,7 @@ def predict_video(model, path: Path, names, run_dir: Path, detect_args, label: s
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    try:
-        run(args)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_command(parse_args, run, argv)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from detect import dist
+from detect.cli import run_command
 from detect.coco import STAT_NAMES, format_class_table, format_summary
 from detect.darknet import Darknet, load_weights
 from detect.darknet.weights import checkpoint_state_dict, is_torch_checkpoint
@@ -164,13 +165,7 @@ def run(args) -> EvalResult:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    try:
-        run(args)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_command(parse_args, run, argv)
 
 
 if __name__ == "__main__":

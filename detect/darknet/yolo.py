@@ -6,6 +6,17 @@ import torch
 from torch import nn
 
 
+def box_parts(raw_xywh: torch.Tensor, scale_x_y: float, new_coords: bool,
+              max_log_scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Darknet's box parametrisation (§3): (x, y within the cell in cells, w, h in multiples of the anchor).
+    The loss passes `max_log_scale` to keep exp() finite for a diverging prediction; decoding never clamps."""
+    s = scale_x_y
+    if new_coords:
+        return raw_xywh[..., :2] * s - 0.5 * (s - 1), raw_xywh[..., 2:4].square() * 4
+    log_wh = raw_xywh[..., 2:4] if max_log_scale is None else raw_xywh[..., 2:4].clamp(max=max_log_scale)
+    return raw_xywh[..., :2].sigmoid() * s - 0.5 * (s - 1), log_wh.exp()
+
+
 class YoloHead(nn.Module):
     """One `[yolo]` layer. `forward(x)` reshapes the feeding conv's output [N, A·(5+K), H, W] into the raw map
     [N, A, H, W, 5+K]; `decode(raw)` turns a raw map into boxes in input pixels and probabilities."""
@@ -45,15 +56,8 @@ class YoloHead(nn.Module):
         `input_size` (h, w) gives the grid stride as input/grid, as Darknet does; by default the build stride."""
         _, _, h, w, _ = raw.shape
         stride_y, stride_x = self.stride if input_size is None else (input_size[0] / h, input_size[1] / w)
-        s = self.scale_x_y
-        if self.new_coords:
-            xy = raw[..., :2] * s - 0.5 * (s - 1)
-            wh = raw[..., 2:4].square() * 4
-            scores = raw[..., 4:]
-        else:
-            xy = raw[..., :2].sigmoid() * s - 0.5 * (s - 1)
-            wh = raw[..., 2:4].exp()
-            scores = raw[..., 4:].sigmoid()
+        xy, wh = box_parts(raw[..., :4], self.scale_x_y, self.new_coords)
+        scores = raw[..., 4:] if self.new_coords else raw[..., 4:].sigmoid()
         grid_x = torch.arange(w, device=raw.device, dtype=raw.dtype).view(1, 1, 1, w)
         grid_y = torch.arange(h, device=raw.device, dtype=raw.dtype).view(1, 1, h, 1)
         cx = (grid_x + xy[..., 0]) * stride_x
