@@ -33,7 +33,7 @@ class HeadSpec:
         return int(self.anchors.shape[0])
 
     @classmethod
-    def from_head(cls, head) -> "HeadSpec":
+    def from_head(cls, head) -> HeadSpec:
         return cls(anchors=head.anchors.detach().float().clone(), scale_x_y=float(head.scale_x_y),
                    new_coords=bool(head.new_coords), options=dict(head.options))
 

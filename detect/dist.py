@@ -42,9 +42,9 @@ class DistContext:
 def env_rank() -> tuple[int, int, int]:
     """(rank, world_size, local_rank) from the torchrun environment; (0, 1, 0) without it."""
     try:
-        rank = int(os.environ.get("RANK", 0))
-        world = int(os.environ.get("WORLD_SIZE", 1))
-        local = int(os.environ.get("LOCAL_RANK", 0))
+        rank = int(os.environ.get("RANK", "0"))
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        local = int(os.environ.get("LOCAL_RANK", "0"))
     except ValueError as e:
         raise RuntimeError(f"RANK/WORLD_SIZE/LOCAL_RANK must be integers: {e}") from None
     return rank, world, local

@@ -43,7 +43,7 @@ class LossConfig:
     obj_balance: dict | None = None  # stride -> weight
 
     @classmethod
-    def from_hyp(cls, hyp: dict) -> "LossConfig":
+    def from_hyp(cls, hyp: dict) -> LossConfig:
         cfg = cls(box=float(hyp.get("box", 0.05)), obj=float(hyp.get("obj", 1.0)), cls=float(hyp.get("cls", 0.5)),
                   anchor_t=float(hyp.get("anchor_t", 4.0)), iou_loss=str(hyp.get("iou_loss", "ciou")),
                   label_smoothing=hyp.get("label_smoothing"), obj_iou_ratio=float(hyp.get("obj_iou_ratio", 1.0)),
@@ -98,7 +98,7 @@ class YoloLoss:
                 raise ValueError(f"head {i}: iou_loss {kind!r} is not one of mse, {', '.join(IOU_KINDS)}")
 
     @classmethod
-    def for_model(cls, model, hyp: dict) -> "YoloLoss":
+    def for_model(cls, model, hyp: dict) -> YoloLoss:
         heads = [HeadSpec.from_head(h) for h in model.heads]
         if not heads:
             raise ValueError("the model has no [yolo] heads: it cannot be trained as a detector")

@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 import csv
-import math
 import logging
+import math
 import os
 import signal
 import sys
@@ -21,10 +21,10 @@ from detect import dist
 from detect.checkpoint import check_resumable, load_checkpoint
 from detect.ema import ModelEMA
 from detect.log import setup_logging
-from detect.runs import next_run_dir
 from detect.loss import YoloLoss
 from detect.optim import LRSchedule, accumulation_steps, build_optimizer
 from detect.options import TrainOptions, load_hyp, parse_options
+from detect.runs import next_run_dir
 from detect.trainer import Trainer, TrainSetup, TrainState
 
 log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 def default_workers() -> int:
     """Loader workers that fit the machine: its cores shared by the processes torchrun starts on this node."""
-    local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     return min(4, max(1, (os.cpu_count() or 1) // local_processes))
 
 

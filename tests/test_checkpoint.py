@@ -5,8 +5,15 @@ import pytest
 import torch
 from torch import nn
 
-from detect.checkpoint import (atomic_save, build_checkpoint, check_resumable, load_checkpoint, rng_state,
-                               save_checkpoint, set_rng_state)
+from detect.checkpoint import (
+    atomic_save,
+    build_checkpoint,
+    check_resumable,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from detect.ema import ModelEMA
 from detect.optim import build_optimizer
 

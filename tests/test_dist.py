@@ -54,6 +54,5 @@ def test_single_process_without_a_group_runs_the_body_and_raises_its_errors(tmp_
     with dist.rank0_first():
         (tmp_path / "x").write_text("1")
     assert (tmp_path / "x").read_text() == "1"
-    with pytest.raises(KeyError):
-        with dist.rank0_first():
-            raise KeyError("boom")
+    with pytest.raises(KeyError), dist.rank0_first():
+        raise KeyError("boom")

@@ -1,7 +1,6 @@
 import math
 
 import pytest
-import torch
 from torch import nn
 
 from detect.optim import LRSchedule, accumulation_steps, build_optimizer, parameter_groups

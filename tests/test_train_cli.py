@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from detect import dist
-from detect.options import TrainOptions, parse_options
+from detect.options import parse_options
 from detect.train import amp_dtype_for, backbone_length, build_model, freeze_layers
 from tests.conftest import shared_path
 from tests.test_train_dist import tiny_options

@@ -11,9 +11,19 @@ from .cfg import Section
 from .layers import BatchNormLayer, Connected, GlobalAvgPool, Identity, Softmax
 from .merge import Sam, ScaleChannels
 from .options import parse_yolo_options
-from .spatial_builders import (Built, BuildContext, _positive, build_convolutional, build_local_avgpool,
-                               build_maxpool, build_reorg, build_reorg3d, build_route, build_shortcut,
-                               build_upsample)
+from .spatial_builders import (
+    BuildContext,
+    Built,
+    _positive,
+    build_convolutional,
+    build_local_avgpool,
+    build_maxpool,
+    build_reorg,
+    build_reorg3d,
+    build_route,
+    build_shortcut,
+    build_upsample,
+)
 from .yolo import YoloHead
 
 log = logging.getLogger(__name__)

@@ -119,7 +119,7 @@ class Darknet(nn.Module):
         return self._run(x, record=True)[2]
 
     @torch.no_grad()
-    def fuse(self) -> "Darknet":
+    def fuse(self) -> Darknet:
         """Fold every BatchNorm into its convolution (inference only; the model can no longer be saved
         as .weights of its cfg)."""
         for module in self.layers:

@@ -33,7 +33,7 @@ class AugmentConfig:
     min_area_ratio: float = 0.1  # kept area / area before clipping
 
     @classmethod
-    def from_hyp(cls, hyp: dict | None) -> "AugmentConfig":
+    def from_hyp(cls, hyp: dict | None) -> AugmentConfig:
         hyp = hyp or {}
         values = {f.name: float(hyp[f.name]) for f in fields(cls) if f.name in hyp}
         cfg = cls(**values)

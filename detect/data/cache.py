@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from detect.dist import rank0_first
 from detect.data.records import BadInputReport, ImageRecord
+from detect.dist import rank0_first
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +44,12 @@ class Fingerprint:
         for p in parts:
             self.add(p)
 
-    def add(self, part) -> "Fingerprint":
+    def add(self, part) -> Fingerprint:
         self._h.update(part if isinstance(part, bytes) else str(part).encode())
         self._h.update(b"\0")
         return self
 
-    def add_file_stat(self, path: Path) -> "Fingerprint":
+    def add_file_stat(self, path: Path) -> Fingerprint:
         try:
             st = path.stat()
             return self.add(f"{path}|{st.st_size}|{st.st_mtime_ns}")

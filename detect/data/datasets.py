@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import Dataset, default_collate
 
 from detect.data.augment import AugmentConfig, augment_hsv, flip_boxes_lr, geometric_augment, letterbox
-from detect.data.images import load_image, resize_long_side
+from detect.data.images import load_image, load_image_for_size, resize_long_side
 from detect.data.sources import DatasetSource
 
 
@@ -58,7 +58,10 @@ class TrainDataset(Dataset):
             self._recent.move_to_end(index)
             image, r = self._recent[index]
         else:
-            image, r = resize_long_side(load_image(self.records[index].path), self.img_size)
+            rec = self.records[index]
+            image, decoded_scale = load_image_for_size(rec.path, rec.width, rec.height, self.img_size)
+            image, r = resize_long_side(image, self.img_size)
+            r *= decoded_scale
             if self._ram is not None:
                 self._ram[index] = (image, r)
             elif self.buffer_images > 0:

@@ -22,7 +22,12 @@ from torch.utils.data import DataLoader
 
 from detect.data.augment import AugmentConfig
 from detect.data.datasets import EvalDataset, TrainDataset, collate_eval, collate_train, worker_init
-from detect.data.samplers import EpochKeyedBatchSampler, ShardedBatchSampler, eval_batches, train_batch_sampler
+from detect.data.samplers import (
+    EpochKeyedBatchSampler,
+    ShardedBatchSampler,
+    eval_batches,
+    train_batch_sampler,
+)
 from detect.data.sources import DatasetSource, open_source
 from detect.data.spec import DataSpec, default_cache_dir, load_data_spec
 from detect.data.synthetic import SyntheticConfig, ensure_synthetic

@@ -49,7 +49,7 @@ class BadInputReport:
         self.counts[kind] += count
         self.entries.append((str(path), kind, detail))
 
-    def merge(self, other: "BadInputReport") -> None:
+    def merge(self, other: BadInputReport) -> None:
         self.entries.extend(other.entries)
         self.counts.update(other.counts)
 
@@ -73,7 +73,7 @@ class BadInputReport:
         return {"entries": [list(e) for e in self.entries], "counts": dict(self.counts)}
 
     @classmethod
-    def from_json(cls, data: dict) -> "BadInputReport":
+    def from_json(cls, data: dict) -> BadInputReport:
         return cls([tuple(e) for e in data["entries"]], Counter(data["counts"]))
 
 

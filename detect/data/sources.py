@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
+from detect.data import yolo_labels
 from detect.data.cache import Fingerprint, SplitLabels, cache_file_for, cached_labels
 from detect.data.images import BadImage, ImageProbe, is_image_file, probe_image
 from detect.data.records import BadInputReport, ImageRecord, validate_boxes
 from detect.data.spec import DataSpec, default_cache_dir
-from detect.data import yolo_labels
 
 log = logging.getLogger(__name__)
 
@@ -165,4 +165,4 @@ def open_source(spec: DataSpec, split: str, cache_dir: Path | None = None) -> Da
     return DatasetSource(spec, split, labels)
 
 
-__all__ = ["DatasetSource", "open_source", "scan_coco", "probe_all", "is_image_file"]
+__all__ = ["DatasetSource", "is_image_file", "open_source", "probe_all", "scan_coco"]

@@ -41,7 +41,7 @@ class SyntheticConfig:
     max_side: int = 80
 
     @classmethod
-    def from_options(cls, options: dict) -> "SyntheticConfig":
+    def from_options(cls, options: dict) -> SyntheticConfig:
         known = {k: options[k] for k in asdict(cls()) if k in options}
         if "image_sizes" in known:
             known["image_sizes"] = tuple(int(s) for s in known["image_sizes"])

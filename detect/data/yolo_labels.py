@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 
 from detect.data.cache import Fingerprint, SplitLabels
-from detect.data.images import is_image_file
 from detect.data.records import BadInputReport, ImageRecord, validate_boxes
 
 

@@ -4,7 +4,6 @@ reader and one plain function per layer type. Used to check the torch model laye
 
 from __future__ import annotations
 
-
 import numpy as np
 
 

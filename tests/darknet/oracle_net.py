@@ -4,8 +4,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from .oracle import (WeightReader, activate, batchnorm, conv, depth_maxpool, ints, pool_windows, read_sections,
-                     reorg3d, reorg_old, shortcut_weights, upsample, yolo_activate, yolo_decode)
+from .oracle import (
+    WeightReader,
+    activate,
+    batchnorm,
+    conv,
+    depth_maxpool,
+    ints,
+    pool_windows,
+    read_sections,
+    reorg3d,
+    reorg_old,
+    shortcut_weights,
+    upsample,
+    yolo_activate,
+    yolo_decode,
+)
 
 
 def _refs(value: str, index: int) -> list[int]:

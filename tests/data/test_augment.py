@@ -8,8 +8,15 @@ import cv2
 import numpy as np
 import pytest
 
-from detect.data.augment import (AugmentConfig, augment_hsv, build_mosaic, flip_boxes_lr, geometric_augment, letterbox,
-                                 transform_boxes)
+from detect.data.augment import (
+    AugmentConfig,
+    augment_hsv,
+    build_mosaic,
+    flip_boxes_lr,
+    geometric_augment,
+    letterbox,
+    transform_boxes,
+)
 from detect.data.datasets import to_chw_rgb
 
 TOL = 1.5  # pixels

@@ -162,12 +162,13 @@ def test_train_stream_caps_batches_and_ends_after_the_last_epoch(small_synthetic
 def test_mosaic_partners_come_from_the_batch_so_each_image_is_decoded_once(small_synthetic, monkeypatch):
     """With a buffer of one batch (far smaller than the dataset), an epoch decodes each image once: mosaic
     partners are drawn from the sample's own batch, which the worker decodes anyway."""
-    import detect.data.datasets as datasets
+    from detect.data import datasets
 
     spec, cache_dir = small_synthetic
     decoded = []
-    real_load = datasets.load_image
-    monkeypatch.setattr(datasets, "load_image", lambda path: decoded.append(path) or real_load(path))
+    real_load = datasets.load_image_for_size
+    monkeypatch.setattr(datasets, "load_image_for_size",
+                        lambda path, *size: decoded.append(path) or real_load(path, *size))
     loader = build_train_loader(spec, 64, 5, {"mosaic": 1.0}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir,
                                 buffer_images=5)
     paths = [p for _, _, batch_paths in loader.epoch(3) for p in batch_paths]
