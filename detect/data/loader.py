@@ -99,6 +99,10 @@ class TrainLoader:
 
     def epoch(self, epoch: int, start: int = 0):
         n = len(self)
+        end = self.keys.end_epoch
+        if (end is not None and epoch >= end) or not 0 <= start <= n:
+            raise ValueError(f"epoch {epoch}, batch {start} is outside this loader's stream "
+                             f"({end if end is not None else 'unlimited'} epochs of {n} batches)")
         if not self._stream or self._next != (epoch, start):
             self.close()
             self.keys.start_at(epoch, start)

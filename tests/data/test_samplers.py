@@ -155,6 +155,8 @@ def test_train_stream_caps_batches_and_ends_after_the_last_epoch(small_synthetic
     assert [len(list(loader.epoch(e))) for e in range(2)] == [2, 2]
     loader.keys.start_at(0)
     assert len(list(iter(loader.keys))) == 4  # the stream itself ends after epoch 2
+    with pytest.raises(ValueError, match="outside this loader's stream"):
+        next(loader.epoch(2))
     full = _epoch_keys(loader, 1)
     assert _epoch_keys(loader, 1, 1) == full[1:] and {key[0] for batch in full for key in batch} == {1}
 
