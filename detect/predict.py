@@ -26,6 +26,7 @@ from detect import dist
 from detect.cli import run_command
 from detect.data.augment import letterbox
 from detect.data.images import IMAGE_SUFFIXES, load_image
+from detect.data.samplers import rect_shape, round_up
 from detect.log import setup_logging
 from detect.postprocess import non_max_suppression, scale_to_original
 from detect.runs import next_run_dir
@@ -40,7 +41,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--weights", required=True, help=".weights or .pt checkpoint")
     p.add_argument("--source", required=True, help="an image, a folder, a glob pattern or a video file")
     p.add_argument("--names", help="class names: a .names file (one per line) or a data spec (.yaml)")
-    p.add_argument("--img", type=int, default=416, help="input size (square letterbox)")
+    p.add_argument("--img", type=int, default=416, help="input size (long side), as in detect.val")
+    p.add_argument("--square", action="store_true", help="square img x img letterbox instead of the image's own "
+                   "rect canvas (long side at --img, half a stride of border)")
     p.add_argument("--conf", type=float, default=0.25, help="confidence threshold (objectness * class)")
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold")
     p.add_argument("--max-det", type=int, default=300, help="detections per image at most")
@@ -97,9 +100,13 @@ def open_video(path: Path) -> cv2.VideoCapture:
 
 
 def detect(model, image_bgr: np.ndarray, img_size: int, device, conf: float, iou: float,
-           max_det: int) -> torch.Tensor:
-    """Rows (x1, y1, x2, y2, score, class) in the image's own pixels."""
-    boxed, ratio, pad = letterbox(image_bgr, (img_size, img_size))
+           max_det: int, square: bool = False) -> torch.Tensor:
+    """Rows (x1, y1, x2, y2, score, class) in the image's own pixels. The input is letterboxed as detect.val
+    does it (the image's rect canvas, or a square one), so both see an image the same way."""
+    h, w = image_bgr.shape[:2]
+    stride = model.max_stride
+    shape = (round_up(img_size, stride),) * 2 if square else rect_shape(w, h, img_size, stride)
+    boxed, ratio, pad = letterbox(image_bgr, shape, img_size)
     x = torch.from_numpy(np.ascontiguousarray(boxed[:, :, ::-1].transpose(2, 0, 1)))[None]
     x = x.to(device).float().div_(255)
     with torch.inference_mode():
@@ -163,7 +170,7 @@ def run(args) -> Path:
     run_dir = next_run_dir(args.project, args.name)
     for sub in ("labels", "json"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
-    detect_args = (args.img, ctx.device, args.conf, args.iou, args.max_det)
+    detect_args = (args.img, ctx.device, args.conf, args.iou, args.max_det, args.square)
     for i, path in enumerate(files, 1):
         if path.suffix.lower() in VIDEO_SUFFIXES:
             predict_video(model, path, names, run_dir, detect_args, f"video {i}/{len(files)}")

@@ -5,6 +5,7 @@ import json
 import cv2
 import numpy as np
 import pytest
+import torch
 
 from detect.predict import main, read_names
 from tests.test_val import NAMES, write_tiny_checkpoint
@@ -96,3 +97,34 @@ def test_predict_input_errors(tmp_path, capsys):
     assert "nothing*.jpg" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError, match="missing.names"):
         read_names(tmp_path / "missing.names")
+
+
+class _RecordingModel:
+    """Stands in for a Darknet model: records its input and detects nothing."""
+
+    max_stride = 32
+
+    def __init__(self):
+        self.inputs = []
+
+    def __call__(self, x):
+        self.inputs.append(x)
+        return torch.zeros((x.shape[0], 10, 6))
+
+
+def test_predict_letterboxes_like_val():
+    """The same canvas as detect.val's rect (or --square) evaluation, with the image at long side --img."""
+    from detect.data.samplers import eval_batches
+    from detect.predict import detect
+
+    image = np.full((300, 500, 3), 200, np.uint8)
+    for square, expected in ((False, eval_batches(np.array([[500, 300]]), 1, 200, 32, rect=True)[1][0]),
+                             (True, (224, 224))):
+        model = _RecordingModel()
+        det = detect(model, image, 200, "cpu", 0.25, 0.45, 300, square=square)
+        assert det.shape == (0, 6)
+        x = model.inputs[0]
+        assert tuple(x.shape[2:]) == tuple(expected)
+        # the image at long side 200 in the middle, the rest the pad value
+        rows = (x[0, 0] * 255).round().eq(200).any(1).nonzero().flatten()
+        assert len(rows) == 120 and x.dtype == torch.float32
