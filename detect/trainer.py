@@ -148,9 +148,6 @@ class Trainer:
         for bn in self.s.frozen_bn:  # frozen layers keep their BatchNorm statistics
             bn.eval()
 
-    def _batches_in_epoch(self) -> int:
-        return len(self.s.train_loader)  # --max-batches is applied by the loader
-
     def train_epoch(self) -> dict:
         s, st = self.s, self.state
         epoch = st.epoch
@@ -158,7 +155,7 @@ class Trainer:
             self._set_rng(st.epoch_rng)  # replay the interrupted epoch's random stream
         st.epoch_rng = self._rng()
         self._set_train_mode()
-        n_batches = self._batches_in_epoch()
+        n_batches = len(s.train_loader)  # --max-batches is applied by the loader
         skip = st.batch_in_epoch
         sums, counted, images_seen, lr = torch.zeros(3), 0, 0, s.optimizer.param_groups[0]["lr"]
         bar = self._progress(n_batches, epoch, skip)

@@ -116,25 +116,21 @@ class Section:
             raise self.error(f"'{key}={raw}': empty list item (stray comma?)", key)
         return items
 
-    def get_int_list(self, key: str, default: list[int] | None = None) -> list[int] | None:
+    def _get_list(self, key: str, default, pattern, convert, kind: str):
         raw = self._raw(key)
         if raw is None:
             return default
         items = self._items(key, raw)
-        bad = [item for item in items if not _INT.fullmatch(item)]
+        bad = [item for item in items if not pattern.fullmatch(item)]
         if bad:
-            raise self.error(f"'{key}={raw}': '{bad[0]}' is not an integer", key)
-        return [int(item) for item in items]
+            raise self.error(f"'{key}={raw}': '{bad[0]}' is not {kind}", key)
+        return [convert(item) for item in items]
+
+    def get_int_list(self, key: str, default: list[int] | None = None) -> list[int] | None:
+        return self._get_list(key, default, _INT, int, "an integer")
 
     def get_float_list(self, key: str, default: list[float] | None = None) -> list[float] | None:
-        raw = self._raw(key)
-        if raw is None:
-            return default
-        items = self._items(key, raw)
-        bad = [item for item in items if not _FLOAT.fullmatch(item)]
-        if bad:
-            raise self.error(f"'{key}={raw}': '{bad[0]}' is not a number", key)
-        return [float(item) for item in items]
+        return self._get_list(key, default, _FLOAT, float, "a number")
 
     def get_layer_refs(self, key: str) -> list[int]:
         """A required list of layer references, resolved to absolute indices before this layer (§1.3)."""

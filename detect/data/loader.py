@@ -78,24 +78,19 @@ class TrainLoader:
     `close()` stops the workers (also done at interpreter exit).
     """
 
-    def __init__(self, dataset: TrainDataset, keys: EpochKeyedBatchSampler, sampler, workers: int):
+    def __init__(self, dataset: TrainDataset, keys: EpochKeyedBatchSampler, workers: int):
         self.dataset = dataset
-        self.sampler = sampler  # the DistributedSampler (its set_epoch is called by the stream)
-        self.keys = keys
+        self.keys = keys  # the key stream; it calls the DistributedSampler's set_epoch
         # not persistent: the stream itself keeps its workers, and close() must really stop them
         kwargs = {**_loader_kwargs(workers), "persistent_workers": False}
         self._loader = DataLoader(dataset, batch_sampler=keys, collate_fn=collate_train, **kwargs)
         self._stream: list = []  # [iterator] while one runs; a list so the exit hook can empty it
         self._next: tuple[int, int] | None = None  # (epoch, batch) the running iterator yields next
-        # an iterator of persistent workers alive at interpreter shutdown can hang the exit
+        # a loader iterator still alive at interpreter shutdown can hang the exit: stop its workers first
         weakref.finalize(self, self._stream.clear)
 
     def __len__(self) -> int:
         return len(self.keys)
-
-    @property
-    def num_workers(self) -> int:
-        return self._loader.num_workers
 
     def epoch(self, epoch: int, start: int = 0):
         n = len(self)
@@ -109,10 +104,9 @@ class TrainLoader:
             self._stream.append(iter(self._loader))
         self._next = None  # until this epoch is run to its end
         stream = self._stream[0]
-        for batch_index in range(start, n):
+        for _ in range(start, n):
             yield next(stream)
-            if batch_index == n - 1:
-                self._next = (epoch + 1, 0)
+        self._next = (epoch + 1, 0)
 
     def close(self) -> None:
         self._stream.clear()
@@ -147,7 +141,7 @@ def build_train_loader(spec, img_size: int, batch_size: int, hyp: dict | None, w
     keys = EpochKeyedBatchSampler(batch_sampler, sampler, max_batches, epochs)
     log.info(f"train loader: {len(dataset)} images, {len(keys)} batches of {batch_size} per rank, "
              f"{workers} worker(s)")
-    return TrainLoader(dataset, keys, sampler, workers)
+    return TrainLoader(dataset, keys, workers)
 
 
 def build_eval_loader(spec, split: str, img_size: int, batch_size: int, workers: int, stride: int, rank: int,

@@ -1,6 +1,5 @@
 """Bad input is reported (one summary line, a log file of offenders) and skipped, never a crash."""
 
-import logging
 
 import numpy as np
 import pytest
@@ -11,20 +10,12 @@ from detect.data.loader import build_eval_loader, build_train_loader
 from detect.data.sources import open_source
 from detect.data.spec import spec_from_dict
 from tests.data.corpus import jpeg_bytes, write_corpus
+from tests.log_lines import log_lines
 
 
 def yolo_spec(root, names=("a", "b", "c")):
     return spec_from_dict({"format": "yolo", "path": str(root), "train": "images/train",
                            "val": "images/train", "names": list(names)}, str(root / "corpus.yaml"))
-
-
-class Lines(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.lines = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
 
 
 @pytest.fixture
@@ -35,12 +26,8 @@ def corpus(tmp_path):
 
 def test_bad_files_are_counted_listed_and_skipped(corpus):
     spec, cache_dir, expected = corpus
-    handler = Lines()
-    logging.getLogger("detect.data.cache").addHandler(handler)
-    try:
+    with log_lines("detect.data.cache") as lines:
         source = open_source(spec, "train", cache_dir)
-    finally:
-        logging.getLogger("detect.data.cache").removeHandler(handler)
     counts = {k: v for k, v in source.report.counts.items() if v}
     assert counts == expected
     kept = sorted(r.path.rsplit("/", 1)[1] for r in source.records)
@@ -53,7 +40,7 @@ def test_bad_files_are_counted_listed_and_skipped(corpus):
     # the small overshoot (x1 = -0.19 px, within the tolerance) was clipped, not dropped
     np.testing.assert_allclose(by_name["outside.jpg"].boxes, [[0.0, 19.2, 6.848, 28.8]], atol=1e-4)
     # one summary line with counts per kind, naming the log file that lists every offender
-    summary = [ln for ln in handler.lines if "skipped images" in ln]
+    summary = [ln for ln in lines if "skipped images" in ln]
     assert len(summary) == 1 and "2 corrupt" in summary[0] and "1 empty_file" in summary[0]
     assert "2 unsupported_format" in summary[0] and "1 duplicate" in summary[0]
     log_text = issues_log_for(next((cache_dir / "labels").glob("*.npz"))).read_text()

@@ -1,7 +1,6 @@
 """The label cache: reused while nothing changed, rebuilt when a label changes or the file is damaged,
 and built once by rank 0 while rank 1 waits and reads it."""
 
-import logging
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ from detect.data.sources import open_source
 from detect.data.spec import spec_from_dict
 from tests.data.corpus import jpeg_bytes
 from tests.distributed import run_distributed
+from tests.log_lines import log_lines
 
 
 def make_yolo(root, n=4):
@@ -37,15 +37,6 @@ def count_scans(monkeypatch):
     return calls
 
 
-class Lines(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.lines = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-
 def test_cache_is_reused_then_invalidated_by_a_label_change(tmp_path, count_scans):
     spec, cache = make_yolo(tmp_path / "ds"), tmp_path / "cache"
     first = open_source(spec, "train", cache)
@@ -53,14 +44,10 @@ def test_cache_is_reused_then_invalidated_by_a_label_change(tmp_path, count_scan
     assert len(count_scans) == 1  # the second open read the cache
     assert [r.classes.tolist() for r in again.records] == [r.classes.tolist() for r in first.records]
     (tmp_path / "ds" / "labels" / "train" / "2.txt").write_text("1 0.25 0.25 0.5 0.5\n")  # same size, new content
-    handler = Lines()
-    logging.getLogger("detect.data.cache").addHandler(handler)
-    try:
+    with log_lines("detect.data.cache") as lines:
         changed = open_source(spec, "train", cache)
-    finally:
-        logging.getLogger("detect.data.cache").removeHandler(handler)
     assert len(count_scans) == 2
-    assert sum("stale" in line for line in handler.lines) == 1  # one warning line
+    assert sum("stale" in line for line in lines) == 1  # one warning line
     rec = changed.records[2]
     assert rec.classes.tolist() == [1]
     np.testing.assert_allclose(rec.boxes, [[0, 0, 32, 24]])
