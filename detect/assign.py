@@ -34,7 +34,7 @@ class HeadSpec:
 
     @classmethod
     def from_head(cls, head) -> HeadSpec:
-        return cls(anchors=head.anchors.detach().float().clone(), scale_x_y=float(head.scale_x_y),
+        return cls(anchors=head.anchors.detach().float().cpu().clone(), scale_x_y=float(head.scale_x_y),
                    new_coords=bool(head.new_coords), options=dict(head.options))
 
 
@@ -53,6 +53,10 @@ class HeadTargets:
     @property
     def count(self) -> int:
         return int(self.image.numel())
+
+    def to(self, device) -> HeadTargets:
+        """The same positives on `device` (asynchronous copies: the host does not wait for the GPU)."""
+        return HeadTargets(*(getattr(self, f).to(device, non_blocking=True) for f in self.__dataclass_fields__))
 
 
 def shape_iou(wh_a: torch.Tensor, wh_b: torch.Tensor) -> torch.Tensor:

@@ -213,6 +213,7 @@ def wrap_ddp(model: torch.nn.Module, ctx: DistContext, **kwargs) -> torch.nn.Mod
         return model
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    kwargs.setdefault("gradient_as_bucket_view", True)  # gradients live in the all-reduce buckets: no copy
     if ctx.device.type == "cuda":
         return DDP(model, device_ids=[ctx.device.index], output_device=ctx.device.index, **kwargs)
     return DDP(model, **kwargs)

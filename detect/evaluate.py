@@ -18,6 +18,7 @@ import torch
 from detect import dist
 from detect.coco import ClassAP, coco_evaluate, detections_to_rows, rows_to_results, sort_rows
 from detect.postprocess import non_max_suppression, scale_to_original
+from detect.preprocess import to_model_input
 
 log = logging.getLogger(__name__)
 
@@ -54,26 +55,27 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _autocast(device: torch.device, half: bool):
-    if half and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.float16)
+def _autocast(device: torch.device, amp_dtype: torch.dtype | None):
+    if amp_dtype is not None and device.type == "cuda":
+        return torch.autocast("cuda", dtype=amp_dtype)
     return contextlib.nullcontext()
 
 
 def run_shard(model: torch.nn.Module, loader, device: torch.device, category_ids, conf_thres: float,
-              iou_thres: float, max_det: int, multi_label: bool, half: bool, merge: bool) -> _ShardOutput:
+              iou_thres: float, max_det: int, multi_label: bool, amp_dtype: torch.dtype | None, merge: bool,
+              channels_last: bool = False) -> _ShardOutput:
     """Inference + NMS over this rank's batches; COCO result dicts in original image pixels."""
     seconds = dict.fromkeys(("preprocess", "inference", "nms"), 0.0)
     rows, image_ids = [], []
     tick = time.perf_counter()
     for images, _targets, metas in loader:
-        images = images.to(device, non_blocking=True).float().div_(255)
+        images = to_model_input(images, device, channels_last)
         _synchronize(device)
         now = time.perf_counter()
         seconds["preprocess"] += now - tick
         tick = now
-        with _autocast(device, half):
-            pred = model(images)
+        with _autocast(device, amp_dtype):
+            pred = model(images).float()  # boxes and scores in float32 whatever the autocast dtype
         _synchronize(device)
         now = time.perf_counter()
         seconds["inference"] += now - tick
@@ -120,11 +122,13 @@ def _evaluate_on_rank0(shards: list[_ShardOutput], source) -> EvalResult:
 
 
 def evaluate(model: torch.nn.Module, loader, device, conf_thres: float = 0.001, iou_thres: float = 0.6,
-             max_det: int = 300, multi_label: bool = True, half: bool = False, merge: bool = True) -> EvalResult:
+             max_det: int = 300, multi_label: bool = True, amp_dtype: torch.dtype | None = None, merge: bool = True,
+             channels_last: bool = False) -> EvalResult:
     """COCO metrics of `model` (the unwrapped / EMA module) over the split of `loader`, on every rank.
 
     Every rank must call this with its own loader (from build_eval_loader with its rank): the same result is
-    returned everywhere. `half` uses float16 autocast on CUDA (the model itself is not converted).
+    returned everywhere. `amp_dtype` (torch.float16 / torch.bfloat16) runs the model under autocast on CUDA (the
+    model itself is not converted); `channels_last` feeds NHWC inputs to a model converted to that layout.
     `merge` refines each kept box to the score-weighted mean of its NMS cluster (higher mAP; the plain
     protocol of other implementations is multi_label=False, merge=False).
     """
@@ -135,7 +139,7 @@ def evaluate(model: torch.nn.Module, loader, device, conf_thres: float = 0.001, 
     try:
         with torch.inference_mode():
             shard = run_shard(model, loader, device, source.category_ids, conf_thres, iou_thres, max_det,
-                              multi_label, half, merge)
+                              multi_label, amp_dtype, merge, channels_last)
     finally:
         model.train(was_training)
     shards = dist.all_gather_object(shard)

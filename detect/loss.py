@@ -69,15 +69,16 @@ def bce(pred: torch.Tensor, target: torch.Tensor, probabilities: bool, reduction
     return loss.mean() if reduction == "mean" else loss.sum()
 
 
-def positives_per_rank(assigned: list[HeadTargets], device) -> list[float]:
-    """Per head, the global number of positives divided by the world size.
+def positives_per_rank(assigned: list[HeadTargets], device) -> torch.Tensor:
+    """Per head, the global number of positives divided by the world size ([heads], on `device`, at least 1e-9).
 
     Box and class losses are sums over positives divided by this, so the gradient DDP averages equals the
     gradient of one process that sees the whole global batch, however the positives fall across ranks.
+    It stays a device tensor: reading it on the host would stall the step until the GPU caught up.
     """
-    counts = torch.tensor([float(t.count) for t in assigned], device=device)
+    counts = torch.tensor([float(t.count) for t in assigned]).to(device, non_blocking=True)
     counts = all_reduce_sum(counts) / get_world_size()
-    return counts.tolist()
+    return counts.clamp(min=1e-9)
 
 
 def objectness_balance(stride: float, table: dict | None) -> float:
@@ -117,17 +118,21 @@ class YoloLoss:
         if len(raw_maps) != len(self.heads):
             raise ValueError(f"{len(raw_maps)} head outputs but the loss knows {len(self.heads)} heads")
         raw_maps = [r.float() for r in raw_maps]  # losses in float32 even under autocast
-        targets = targets.to(raw_maps[0].device).float()
+        device = raw_maps[0].device
         grids = [(int(r.shape[2]), int(r.shape[3])) for r in raw_maps]
-        assigned = build_targets(self.heads, targets, grids, img_hw, self.config.anchor_t)
-        normalisers = positives_per_rank(assigned, targets.device)
+        # Assignment runs on the host, where the labels already are: its data-dependent shapes (nonzero) would
+        # otherwise make the host wait for the GPU several times per step. Only the positives travel.
+        assigned = build_targets(self.heads, targets.detach().float().cpu(), grids, img_hw, self.config.anchor_t)
+        assigned = [t.to(device) for t in assigned]
+        normalisers = positives_per_rank(assigned, device)
         zero = raw_maps[0].new_zeros(())
         box_loss, obj_loss, cls_loss = zero.clone(), zero.clone(), zero.clone()
-        for raw, head, t, (gh, gw), n in zip(raw_maps, self.heads, assigned, grids, normalisers):
-            stride_xy = raw.new_tensor([img_hw[1] / gw, img_hw[0] / gh])
-            b, o, c = self._head_loss(raw, head, t, stride_xy, max(n, 1e-9))
+        for i, (raw, head, t, (gh, gw)) in enumerate(zip(raw_maps, self.heads, assigned, grids)):
+            stride = (img_hw[1] / gw, img_hw[0] / gh)
+            stride_xy = torch.tensor(stride).to(device, non_blocking=True)
+            b, o, c = self._head_loss(raw, head, t, stride_xy, normalisers[i])
             box_loss = box_loss + b
-            obj_loss = obj_loss + o * objectness_balance(float(stride_xy.mean()), self.config.obj_balance)
+            obj_loss = obj_loss + o * objectness_balance(sum(stride) / 2, self.config.obj_balance)
             cls_loss = cls_loss + c
         cfg = self.config
         box_loss, obj_loss, cls_loss = box_loss * cfg.box, obj_loss * cfg.obj, cls_loss * cfg.cls
@@ -135,10 +140,11 @@ class YoloLoss:
         return total, torch.stack([box_loss, obj_loss, cls_loss]).detach()
 
     def _head_loss(self, raw: torch.Tensor, head: HeadSpec, t: HeadTargets, stride_xy: torch.Tensor,
-                   positives: float):
+                   positives: torch.Tensor):
         """(box, obj, cls) of one head; box and cls are sums over this rank's positives / `positives`."""
         probabilities = head.new_coords
-        obj_target = torch.zeros_like(raw[..., 4])
+        # contiguous whatever the layout of `raw` (channels_last activations give a permuted view)
+        obj_target = raw.new_zeros(raw.shape[:-1])
         box_loss = cls_loss = raw.new_zeros(())
         if t.count:
             pred = decode_positives(raw, head, t, stride_xy)

@@ -52,6 +52,7 @@ class TrainOptions:
     amp: str = "auto"
     ema: bool = True
     multi_scale: bool = False
+    compile: bool = False
     eval_interval: int = 1
     max_batches: int | None = None
     cache_dir: str | None = None
@@ -98,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="mixed precision on CUDA: auto = bf16 where supported else fp16; ignored on the CPU")
     p.add_argument("--no-ema", dest="ema", action="store_false", help="evaluate and save the raw weights, no EMA")
     p.add_argument("--multi-scale", action="store_true", help="random input size per step in [0.5, 1.5] x img size")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (fuses BatchNorm and activations; the first steps compile)")
     p.add_argument("--eval-interval", type=int, default=d.eval_interval, help="evaluate every N epochs (and last)")
     p.add_argument("--max-batches", type=int, default=None, help="stop each epoch after N micro-batches (smoke runs)")
     p.add_argument("--cache-dir", default=None, help="label cache / generated-data folder (default: the data module's)")

@@ -144,7 +144,7 @@ def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, str
     loader = build_eval_loader(val_source, "val", img_size, batch_size, workers, stride, ctx.rank, ctx.world_size)
 
     def run(model):
-        result = evaluate(model, loader, ctx.device)
+        result = evaluate(model, loader, ctx.device, channels_last=ctx.device.type == "cuda")
         log.info("val: mAP@0.5 %.4f  mAP@0.5:0.95 %.4f (%d images)", result.map50, result.map, result.num_images)
         return result.map, {"map50": result.map50, "map": result.map}
 
@@ -166,18 +166,26 @@ class ResultsCsv:
                  row["obj"], row["cls"], row["lr"], f"{row['map50']:.4f}" if "map50" in row else "-", row["time"])
 
 
-def build_setup(opts: TrainOptions, hyp: dict, ctx: dist.DistContext, run_dir: Path, cfg_source,
-                weights: str | None) -> TrainSetup:
-    from detect.data.loader import build_train_loader, open_split
+def open_sources(opts: TrainOptions):
+    """(train source, val source or None) of --data."""
+    from detect.data.loader import open_split
     from detect.data.spec import load_data_spec
 
     spec = load_data_spec(opts.data)
     # open_split runs rank 0 first itself (data generation, label cache); nesting another rank0_first
     # would pair its broadcasts wrongly when rank 0 fails.
     train_source = open_split(spec, "train", opts.cache_dir)
-    names = list(train_source.names)
     has_val = getattr(spec, "val", None) or spec.format == "synthetic"
-    val_source = open_split(spec, "val", opts.cache_dir) if has_val else None
+    return train_source, open_split(spec, "val", opts.cache_dir) if has_val else None
+
+
+def build_setup(opts: TrainOptions, hyp: dict, ctx: dist.DistContext, run_dir: Path, cfg_source,
+                weights: str | None, sources=None) -> TrainSetup:
+    """Everything the loop needs; `sources` (train, val) are opened from --data unless given."""
+    from detect.data.loader import build_train_loader
+
+    train_source, val_source = sources or open_sources(opts)
+    names = list(train_source.names)
     model = build_model(cfg_source, len(names), weights, ctx)
     img_size = opts.img_size or max(model.input_size)
     if img_size % model.max_stride:
@@ -188,14 +196,17 @@ def build_setup(opts: TrainOptions, hyp: dict, ctx: dist.DistContext, run_dir: P
     frozen_bn = freeze_layers(model, opts.freeze)
     model.to(ctx.device)
     channels_last = ctx.device.type == "cuda"
-    if channels_last:
+    if channels_last:  # NHWC is the layout of the tensor cores' convolution kernels
         model.to(memory_format=torch.channels_last)
+        torch.backends.cudnn.benchmark = True  # fixed shapes: time the kernels once, then use the fastest
     if dist.use_sync_bn(opts.sync_bn, ctx.device, ctx.world_size):
         model = dist.convert_sync_bn(model)
         log.info("BatchNorm converted to SyncBatchNorm across %d processes", ctx.world_size)
     elif ctx.distributed and ctx.device.type != "cuda":
         log.info("CPU training: BatchNorm stays per-process (SyncBatchNorm needs CUDA)")
     ddp_model = dist.wrap_ddp(model, ctx)  # broadcasts rank 0's parameters and buffers
+    if opts.compile:
+        ddp_model = torch.compile(ddp_model)
     ema = ModelEMA(model, float(hyp["ema_decay"]), float(hyp["ema_tau"])) if opts.ema else None
     loader = build_train_loader(train_source, img_size, opts.batch_size, hyp, opts.workers, model.max_stride,
                                 ctx.rank, ctx.world_size, opts.seed, max_batches=opts.max_batches, epochs=opts.epochs)

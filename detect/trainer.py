@@ -20,6 +20,7 @@ from detect.checkpoint import build_checkpoint, copy_atomic, rng_state, save_che
 from detect.ema import ModelEMA
 from detect.loss import YoloLoss
 from detect.optim import LRSchedule
+from detect.preprocess import to_model_input
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class Trainer:
         self.state = state or TrainState()
         self.on_epoch_end = on_epoch_end  # callable(epoch, row dict) on rank 0 (results.csv)
         self.stop_signal = False  # set by the SIGTERM handler
+        self._postfix_time = -math.inf  # when the progress bar last showed the losses
 
     # ---- one micro-batch -------------------------------------------------------------------------------------
     def _autocast(self):
@@ -82,12 +84,10 @@ class Trainer:
         return torch.autocast(self.s.ctx.device.type, dtype=self.s.amp_dtype)
 
     def _prepare(self, images: torch.Tensor, micro_index: int) -> torch.Tensor:
-        x = images.to(self.s.ctx.device, non_blocking=True).float().div_(255)
+        x = to_model_input(images, self.s.ctx.device)
         if self.s.multi_scale is not None:
             x = self.s.multi_scale.resize(x, self.s.multi_scale.size_for(micro_index))
-        if self.s.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        return x
+        return x.contiguous(memory_format=torch.channels_last) if self.s.channels_last else x
 
     def _agree(self, nonfinite: bool) -> tuple[bool, bool]:
         """(any rank non-finite, any rank asked to stop): one all-reduce so every rank takes the same branch."""
@@ -115,6 +115,11 @@ class Trainer:
     def _optimizer_step(self) -> float:
         s = self.s
         lr = s.schedule.apply(s.optimizer, self.state.step)
+        if not any(p.grad is not None for g in s.optimizer.param_groups for p in g["params"]):
+            # every micro-batch of this window was skipped (non-finite loss, agreed by all ranks): nothing to
+            # apply, and GradScaler refuses an update without gradients; the schedule still moves on
+            self.state.step += 1
+            return lr
         s.scaler.unscale_(s.optimizer)
         clip = float(s.hyp.get("grad_clip", 0.0))
         if clip > 0:
@@ -157,7 +162,9 @@ class Trainer:
         self._set_train_mode()
         n_batches = len(s.train_loader)  # --max-batches is applied by the loader
         skip = st.batch_in_epoch
-        sums, counted, images_seen, lr = torch.zeros(3), 0, 0, s.optimizer.param_groups[0]["lr"]
+        # loss sums stay on the device: reading them every step would make the host wait for the GPU
+        sums, counted, images_seen = torch.zeros(3, device=s.ctx.device), 0, 0
+        lr = s.optimizer.param_groups[0]["lr"]
         bar = self._progress(n_batches, epoch, skip)
         start = time.perf_counter()
         for i, (images, targets, _paths) in enumerate(s.train_loader.epoch(epoch, skip), start=skip):
@@ -165,7 +172,7 @@ class Trainer:
             parts = self._micro_step(images, targets, epoch * n_batches + i, sync=last_of_window)
             self._count_nonfinite(parts)
             if parts is not None:
-                sums += parts.cpu()
+                sums += parts
                 counted += 1
             images_seen += images.shape[0]
             if last_of_window:
@@ -174,10 +181,10 @@ class Trainer:
                 if st.stop_requested:
                     break
             if bar is not None:
-                self._update_bar(bar, sums / max(counted, 1), lr, images_seen * s.ctx.world_size, start)
+                self._update_bar(bar, sums, counted, lr, images_seen * s.ctx.world_size, start)
         if bar is not None:
             bar.close()
-        mean = dist.all_reduce_mean((sums / max(counted, 1)).to(s.ctx.device)).cpu()
+        mean = dist.all_reduce_mean(sums / max(counted, 1)).cpu()
         return {"box": float(mean[0]), "obj": float(mean[1]), "cls": float(mean[2]), "lr": lr,
                 "img_s": images_seen * s.ctx.world_size / max(time.perf_counter() - start, 1e-9)}
 
@@ -186,15 +193,20 @@ class Trainer:
             return None
         from tqdm import tqdm
 
+        self._postfix_time = -math.inf
         return tqdm(total=total, initial=initial, desc=f"epoch {epoch + 1}/{self.s.epochs}", leave=True,
                     dynamic_ncols=True, mininterval=1.0)
 
-    def _update_bar(self, bar, parts, lr, images, start) -> None:
-        post = {"box": f"{parts[0]:.4f}", "obj": f"{parts[1]:.4f}", "cls": f"{parts[2]:.4f}", "lr": f"{lr:.2e}",
-                "img/s": f"{images / max(time.perf_counter() - start, 1e-9):.1f}"}
-        if self.s.ctx.device.type == "cuda":
-            post["mem"] = f"{torch.cuda.max_memory_allocated(self.s.ctx.device) / 2**30:.2f}G"
-        bar.set_postfix(post, refresh=False)
+    def _update_bar(self, bar, sums: torch.Tensor, counted: int, lr, images, start) -> None:
+        now = time.perf_counter()
+        if now - self._postfix_time >= 1.0:  # reading the device sums waits for the GPU: about once a second
+            self._postfix_time = now
+            parts = (sums / max(counted, 1)).tolist()
+            post = {"box": f"{parts[0]:.4f}", "obj": f"{parts[1]:.4f}", "cls": f"{parts[2]:.4f}",
+                    "lr": f"{lr:.2e}", "img/s": f"{images / max(now - start, 1e-9):.1f}"}
+            if self.s.ctx.device.type == "cuda":
+                post["mem"] = f"{torch.cuda.max_memory_allocated(self.s.ctx.device) / 2**30:.2f}G"
+            bar.set_postfix(post, refresh=False)
         bar.update(1)
 
     def _rng(self) -> dict:
@@ -227,7 +239,11 @@ class Trainer:
         if s.ema is not None and ckpt.get("ema") is not None:
             s.ema.module.load_state_dict(ckpt["ema"])
             s.ema.updates = int(ckpt.get("ema_updates", 0))
+        # the implementation (fused on CUDA, not on the CPU) is this run's, not the checkpoint's
+        kernels = [{k: g[k] for k in ("fused", "foreach") if k in g} for g in s.optimizer.param_groups]
         s.optimizer.load_state_dict(ckpt["optimizer"])
+        for group, kind in zip(s.optimizer.param_groups, kernels):
+            group.update(kind)
         if ckpt.get("scaler") is not None:
             s.scaler.load_state_dict(ckpt["scaler"])
         st.epoch, st.step = int(ckpt["epoch"]), int(ckpt["step"])

@@ -30,6 +30,8 @@ from detect.runs import next_run_dir
 
 log = logging.getLogger(__name__)
 
+EVAL_AMP = {"off": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+
 
 def default_workers() -> int:
     """Loader workers that fit the machine: its cores shared by the processes torchrun starts on this node."""
@@ -51,7 +53,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--square", action="store_true", help="square img x img letterbox instead of rect canvases")
     p.add_argument("--single-label", action="store_true", help="one label per box (best class) instead of multi")
     p.add_argument("--no-merge", action="store_true", help="plain NMS instead of merge-NMS")
-    p.add_argument("--half", action="store_true", help="float16 autocast (CUDA only)")
+    p.add_argument("--amp", default="off", choices=tuple(EVAL_AMP), help="autocast precision on CUDA (ignored on the CPU)")
+    p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
     p.add_argument("--save-json", action="store_true", help="write the COCO results json")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--workers", type=int, default=default_workers(),
@@ -154,8 +157,12 @@ def run(args) -> EvalResult:
 
         loader = build_eval_loader(args.data, args.split, args.img, args.batch, args.workers, model.max_stride,
                                    ctx.rank, ctx.world_size, rect=not args.square)
+        channels_last = ctx.device.type == "cuda"  # NHWC: the layout of the tensor cores' convolutions
+        if channels_last:
+            model.to(memory_format=torch.channels_last)
         result = evaluate(model, loader, ctx.device, args.conf, args.iou, args.max_det,
-                          multi_label=not args.single_label, half=args.half, merge=not args.no_merge)
+                          multi_label=not args.single_label, amp_dtype=EVAL_AMP[args.amp],
+                          merge=not args.no_merge, channels_last=channels_last)
         run_dir = dist.broadcast_object(next_run_dir(args.project, args.name) if ctx.is_main else None)
         if ctx.is_main:
             report(result, run_dir, args, args.save_json)

@@ -18,3 +18,15 @@ def shared_path(*parts) -> Path:
 @pytest.fixture
 def shared():
     return shared_path
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `gpu` need CUDA: skipped cleanly where there is none (CI, CPU machines)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

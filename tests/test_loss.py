@@ -158,3 +158,28 @@ def test_decode_agrees_with_the_model_heads(cfg):
         theirs = head.decode(raw, (256, 256))[assigned.image, assigned.anchor, assigned.gy, assigned.gx, :4]
         corner = torch.stack([assigned.gx, assigned.gy], 1).float() * stride
         assert torch.allclose(torch.cat([mine[:, :2] + corner, mine[:, 2:]], 1), theirs, atol=1e-4)
+
+
+def test_channels_last_model_gives_the_same_loss_and_gradients():
+    """The CUDA training layout (NHWC activations, so the heads' raw maps have NHWC strides) on the CPU."""
+    from detect.darknet.model import Darknet
+    from detect.options import DEFAULT_HYP, load_hyp
+
+    torch.manual_seed(0)
+    model = Darknet("cfg/yolo-mini.cfg", img_size=64, num_classes=4).train()
+    x = torch.rand(2, 3, 64, 64)
+    targets = torch.tensor([[0, 1, 0.5, 0.5, 0.3, 0.4], [1, 2, 0.3, 0.6, 0.2, 0.2]])
+    loss_fn = YoloLoss.for_model(model, load_hyp(DEFAULT_HYP))
+    results = []
+    for channels_last in (False, True):
+        if channels_last:
+            model.to(memory_format=torch.channels_last)
+            x = x.contiguous(memory_format=torch.channels_last)
+        model.zero_grad()
+        raw = model(x)
+        total, parts = loss_fn(raw, targets, (64, 64))
+        total.backward()
+        results.append((parts, torch.cat([p.grad.flatten() for p in model.parameters()])))
+    (parts_a, grads_a), (parts_b, grads_b) = results
+    assert torch.allclose(parts_a, parts_b, rtol=1e-5, atol=1e-7)
+    assert torch.allclose(grads_a, grads_b, rtol=1e-4, atol=1e-6)

@@ -1,133 +1,250 @@
-"""`python -m detect.bench train --cfg cfg/yolov3-tiny.cfg --img 416 --batch 16`: training-step throughput.
+"""`python -m detect.bench train --cfg cfg/yolov3-spp.cfg --img 416 640 --batch 64 max`: training throughput.
 
-For each cfg: images/s of full training steps (forward, loss, backward, SGD step) on synthetic tensors (data
-excluded) and through the real training loader (data included), and peak memory. On CUDA every combination of
-AMP and channels_last is measured. One process; figures, not pass/fail.
+Each row is the real training step of `detect.trainer.Trainer` (forward under autocast, loss, backward,
+clipping, fused SGD step, EMA) built by `detect.train.build_setup` exactly as `train.py` builds it, on one
+process. Per cfg, input size and batch: images/s with the data excluded (two real batches, reused) and
+included (the training loader with its workers), peak memory, the model's forward GFLOPs per image and, on
+CUDA, the fraction of the measured bf16 matrix-multiply peak the step reaches
+(3 x forward FLOPs x images/s / peak: the backward pass costs about twice the forward).
+`--batch max` doubles the batch from 64 until the next would not fit. Figures, not pass/fail.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import copy
 import itertools
+import os
 import resource
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-from detect.darknet.model import Darknet
-from detect.loss import YoloLoss
-from detect.optim import build_optimizer
-from detect.options import DEFAULT_DATA, DEFAULT_HYP, load_hyp
+from detect.data.loader import PREFETCH_FACTOR
+from detect.options import DEFAULT_HYP, TrainOptions, load_hyp
+
+VARIANT_HELP = ("precision (fp32, bf16, fp16), optionally -nchw (no channels_last) and -compile, e.g. "
+                "bf16 bf16-compile fp32-nchw")
 
 
-def _parser() -> argparse.ArgumentParser:
+def parse_args(argv) -> argparse.Namespace:
+    cuda = torch.cuda.is_available()
     p = argparse.ArgumentParser(prog="python -m detect.bench train", description=__doc__.split("\n\n")[0])
     p.add_argument("--cfg", nargs="+", required=True, help="one or more Darknet cfgs")
-    p.add_argument("--img", type=int, default=416, help="input size")
-    p.add_argument("--batch", type=int, default=16, help="images per step")
-    p.add_argument("--iters", type=int, default=3, help="timed steps (keep few on the CPU)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed steps first")
+    p.add_argument("--img", type=int, nargs="+", default=[416], help="input sizes")
+    p.add_argument("--batch", nargs="+", default=["16"], help="batch sizes per step, or max (largest that fits)")
+    p.add_argument("--variants", nargs="+", default=["bf16" if cuda else "fp32"], help=VARIANT_HELP)
+    p.add_argument("--iters", type=int, default=20 if cuda else 3, help="timed steps")
+    p.add_argument("--warmup", type=int, default=5 if cuda else 1,
+                   help="untimed steps first (compilation, cuDNN autotuning)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    p.add_argument("--data", default=str(DEFAULT_DATA), help="dataset spec for the data-included figure")
-    p.add_argument("--workers", type=int, default=2, help="loader workers for the data-included figure")
+    p.add_argument("--data", default="data/coco-tiny.yaml" if Path("data/coco-tiny.yaml").exists() else None,
+                   help="dataset spec whose train split feeds the steps")
+    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1) if cuda else 2,
+                   help="loader workers for the data-included figure")
     p.add_argument("--no-data", action="store_true", help="skip the data-included figure")
-    return p
+    args = p.parse_args(argv)
+    for b in args.batch:
+        if b != "max" and not (b.isdigit() and int(b) > 0):
+            p.error(f"--batch takes positive integers or max, got {b!r}")
+    for v in args.variants:
+        parse_variant(v, p.error)
+    if args.data is None:
+        p.error("--data is required (no data/coco-tiny.yaml in the current folder)")
+    return args
 
 
-def synthetic_batch(batch: int, img: int, num_classes: int, gen: torch.Generator):
-    images = torch.randint(0, 256, (batch, 3, img, img), dtype=torch.uint8, generator=gen)
-    n = 4 * batch  # four boxes per image
-    targets = torch.cat([torch.arange(batch).repeat_interleave(4)[:, None].float(),
-                         torch.randint(0, num_classes, (n, 1), generator=gen).float(),
-                         torch.rand(n, 2, generator=gen) * 0.8 + 0.1, torch.rand(n, 2, generator=gen) * 0.3 + 0.02],
-                        1)
-    return images, targets
+def parse_variant(text: str, error=None) -> dict:
+    """'bf16-nchw-compile' -> {'amp': 'bf16', 'channels_last': False, 'compile': True}."""
+    precision, *flags = text.split("-")
+    amp = {"fp32": "off", "bf16": "bf16", "fp16": "fp16"}.get(precision)
+    if amp is None or not set(flags) <= {"nchw", "compile"}:
+        message = f"--variants: {text!r} is not {VARIANT_HELP}"
+        if error is None:
+            raise ValueError(message)
+        error(message)
+    return {"amp": amp, "channels_last": "nchw" not in flags, "compile": "compile" in flags}
 
 
-class StepRunner:
-    """One training step of `model` (SGD, YOLO loss, optional AMP and channels_last)."""
-
-    def __init__(self, cfg: str, num_classes: int, device: torch.device, amp: bool, channels_last: bool, hyp: dict):
-        self.model = Darknet(cfg, num_classes=num_classes).to(device).train()
-        self.device, self.channels_last = device, channels_last
-        if channels_last:
-            self.model.to(memory_format=torch.channels_last)
-        self.dtype = (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16) if amp else None
-        self.scaler = torch.amp.GradScaler(device.type, enabled=self.dtype == torch.float16)
-        self.loss = YoloLoss.for_model(self.model, hyp)
-        self.optimizer = build_optimizer(self.model, "sgd", 0.001, 0.9, 5e-4)
-
-    def step(self, images: torch.Tensor, targets: torch.Tensor) -> None:
-        x = images.to(self.device, non_blocking=True).float().div_(255)
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        ctx = torch.autocast(self.device.type, dtype=self.dtype) if self.dtype else contextlib.nullcontext()
-        with ctx:
-            raw = self.model(x)
-        loss, _ = self.loss(raw, targets, (x.shape[2], x.shape[3]))
-        self.scaler.scale(loss).backward()
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
+def repeated(source, copies: int):
+    """The split with its images listed `copies` times, so a large batch has several batches to draw from."""
+    if copies <= 1:
+        return source
+    out = copy.copy(source)
+    out.records = list(source.records) * copies
+    return out
 
 
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed(runner: StepRunner, batches, warmup: int, iters: int) -> float:
-    """Images per second over `iters` steps after `warmup` steps; `batches` yields (images, targets)."""
-    it = iter(batches)
-    for _ in range(warmup):
-        runner.step(*next(it)[:2])
-    _sync(runner.device)
-    start, images = time.perf_counter(), 0
+def measure_matmul_tflops(device: torch.device, n: int = 8192, iters: int = 20) -> float:
+    """Median TFLOP/s of an n x n x n bf16 matrix product on random data (the practical tensor-core peak)."""
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    times = []
     for _ in range(iters):
-        imgs, targets = next(it)[:2]
-        runner.step(imgs, targets)
-        images += imgs.shape[0]
-    _sync(runner.device)
-    return images / (time.perf_counter() - start)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        a @ b
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1000)
+    return 2 * n ** 3 / sorted(times)[len(times) // 2] / 1e12
 
 
-def peak_memory(device: torch.device) -> str:
+class Bench:
+    """A Trainer built as train.py builds it, stepped on reused batches or on its own loader."""
+
+    def __init__(self, args, cfg: str, img: int, batch: int, variant: dict, sources, run_dir: Path):
+        from detect import dist
+        from detect.train import build_setup
+        from detect.trainer import Trainer
+
+        opts = TrainOptions(cfg=cfg, data=args.data, img_size=img, batch_size=batch, nbs=batch, epochs=10_000,
+                            workers=args.workers, device=args.device, amp=variant["amp"],
+                            compile=variant["compile"], project=str(run_dir), exist_ok=True)
+        self.ctx = dist.init_distributed(args.device)
+        train, val = sources
+        copies = -(-4 * batch // len(train.records))  # at least four batches per epoch
+        setup = build_setup(opts, load_hyp(DEFAULT_HYP), self.ctx, run_dir, cfg, None, (repeated(train, copies), val))
+        setup.progress, setup.evaluate_fn = False, None
+        if not variant["channels_last"]:
+            setup.model.to(memory_format=torch.contiguous_format)
+            setup.channels_last = False
+        self.trainer = Trainer(setup)
+        self.trainer._set_train_mode()
+        self.step_index = 0
+
+    def step(self, images, targets) -> None:
+        parts = self.trainer._micro_step(images, targets, self.step_index, sync=True)
+        self.trainer._count_nonfinite(parts)  # warns, and stops a run that never recovers
+        self.trainer._optimizer_step()
+        self.step_index += 1
+
+    def _sync(self) -> None:
+        if self.ctx.device.type == "cuda":
+            torch.cuda.synchronize(self.ctx.device)
+
+    def timed(self, batches, warmup: int, iters: int) -> float:
+        """Images per second over `iters` steps after `warmup` steps; `batches` yields loader batches."""
+        it = iter(batches)
+        for _ in range(warmup):
+            self.step(*next(it)[:2])
+        self._sync()
+        start, images = time.perf_counter(), 0
+        for _ in range(iters):
+            imgs, targets = next(it)[:2]
+            self.step(imgs, targets)
+            images += imgs.shape[0]
+        self._sync()
+        return images / (time.perf_counter() - start)
+
+    def loader_batches(self):
+        loader = self.trainer.s.train_loader
+        return itertools.chain.from_iterable(loader.epoch(e) for e in itertools.count())
+
+    def close(self) -> None:
+        self.trainer.s.train_loader.close()
+
+
+def peak_memory_gib(device: torch.device) -> float:
     if device.type == "cuda":
-        return f"{torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB (CUDA)"
-    return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (process RSS)"
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def _data_batches(args, hyp, stride):
-    from detect.data.loader import build_train_loader
-    from detect.data.spec import load_data_spec
+def run_one(args, cfg, img, batch, variant, sources, run_dir) -> dict:
+    """Data-excluded and data-included images/s and peak memory of one configuration."""
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          ("cpu" if args.device == "auto" else args.device))
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    bench = Bench(args, cfg, img, batch, variant, sources, run_dir)
+    try:
+        stream = bench.loader_batches()
+        fixed = [next(stream), next(stream)]
+        bench.close()
+        row = {"excluded": bench.timed(itertools.cycle(fixed), args.warmup, args.iters)}
+        if not args.no_data:
+            # the loader buffers workers x prefetch batches: step past them so the figure is its steady rate
+            buffered = args.workers * PREFETCH_FACTOR
+            row["included"] = bench.timed(bench.loader_batches(), args.warmup + buffered, args.iters)
+        row["memory"] = peak_memory_gib(device)
+        return row
+    finally:
+        bench.close()
+        del bench
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
 
-    loader = build_train_loader(load_data_spec(args.data), args.img, args.batch, hyp, args.workers, stride, 0, 1, 0)
-    return itertools.chain.from_iterable(loader.epoch(e) for e in itertools.count())
+
+def fits(args, cfg, img, batch, variant, sources, run_dir) -> bool:
+    """Whether two data-excluded steps of `batch` run without running out of device memory."""
+    quick = argparse.Namespace(**{**vars(args), "warmup": 1, "iters": 1, "no_data": True})
+    try:
+        run_one(quick, cfg, img, batch, variant, sources, run_dir)
+        return True
+    except torch.OutOfMemoryError:
+        return False
+
+
+def largest_batch(args, cfg, img, variant, sources, run_dir, start: int = 64) -> int | None:
+    """The largest power-of-two multiple of `start` that fits (None when not even `start` fits)."""
+    best, batch = None, start
+    while fits(args, cfg, img, batch, variant, sources, run_dir):
+        best, batch = batch, batch * 2
+    return best
+
+
+def format_row(cfg, img, batch, variant_name, row, gflops, peak_tflops) -> str:
+    line = f"{Path(cfg).name:18s} {img:5d} {batch:6d} {variant_name:16s} {row['excluded']:9.1f}"
+    line += f" {row['included']:9.1f}" if "included" in row else f" {'-':>9s}"
+    line += f" {row['memory']:8.2f} {gflops:8.2f}"
+    if peak_tflops:
+        achieved = 3 * gflops * row["excluded"] / 1000
+        line += f" {achieved:9.1f} {100 * achieved / peak_tflops:6.1f}%"
+        if "included" in row:
+            line += f" {100 * 3 * gflops * row['included'] / 1000 / peak_tflops:6.1f}%"
+    return line
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    from detect.bench.model import count_gflops
+    from detect.darknet.model import Darknet
+    from detect.log import setup_logging
+    from detect.train import open_sources
+
+    args = parse_args(argv)
+    setup_logging(0, 1, level="WARNING")
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
-    hyp = load_hyp(DEFAULT_HYP)
-    modes = list(itertools.product((False, True), (False, True))) if device.type == "cuda" else [(False, False)]
-    num_classes = 4  # the synthetic dataset's classes, so the data-included run uses the same heads
-    print(f"device {device}, img {args.img}, batch {args.batch}, {args.iters} timed steps after {args.warmup}")
-    for cfg in args.cfg:
-        for amp, channels_last in modes:
-            if device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(device)
-            runner = StepRunner(cfg, num_classes, device, amp, channels_last, hyp)
-            gen = torch.Generator().manual_seed(0)
-            fixed = [synthetic_batch(args.batch, args.img, num_classes, gen) for _ in range(2)]
-            no_data = timed(runner, itertools.cycle(fixed), args.warmup, args.iters)
-            line = (f"{Path(cfg).name:24s} amp={'on ' if amp else 'off'} channels_last={'on ' if channels_last else 'off'}"
-                    f"  data excluded {no_data:7.1f} img/s")
-            if not args.no_data:
-                with_data = timed(runner, _data_batches(args, hyp, runner.model.max_stride), args.warmup, args.iters)
-                line += f"  data included {with_data:7.1f} img/s"
-            print(f"{line}  peak memory {peak_memory(device)}", flush=True)
-            del runner
+    sources = open_sources(TrainOptions(data=args.data))
+    peak = measure_matmul_tflops(device) if device.type == "cuda" else None
+    print(f"device {torch.cuda.get_device_name(device) if peak else 'cpu'}, data {args.data} "
+          f"({len(sources[0].records)} train images, repeated to fill large batches), {args.workers} loader "
+          f"workers, {args.iters} timed steps after {args.warmup}" + (f"; bf16 matmul peak {peak:.0f} TFLOP/s "
+          "(8192^3, median of 20)" if peak else ""))
+    print(f"{'cfg':18s} {'img':>5s} {'batch':>6s} {'variant':16s} {'excl img/s':>9s} {'incl img/s':>9s} "
+          f"{'mem GiB':>8s} {'GFLOPs':>8s}" + (f" {'TFLOP/s':>9s} {'excl':>7s} {'incl':>6s}" if peak else ""),
+          flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for cfg, img in itertools.product(args.cfg, args.img):
+            gflops = count_gflops(Darknet(cfg, img_size=img, num_classes=len(sources[0].names)), img)
+            for variant_name, batch_arg in itertools.product(args.variants, args.batch):
+                variant = parse_variant(variant_name)
+                batch = (largest_batch(args, cfg, img, variant, sources, Path(tmp)) if batch_arg == "max"
+                         else int(batch_arg))
+                if batch is None:
+                    print(f"{Path(cfg).name:18s} {img:5d} {'-':>6s} {variant_name:16s} batch 64 does not fit")
+                    continue
+                try:
+                    row = run_one(args, cfg, img, batch, variant, sources, Path(tmp))
+                except torch.OutOfMemoryError:
+                    print(f"{Path(cfg).name:18s} {img:5d} {batch:6d} {variant_name:16s} out of memory", flush=True)
+                    continue
+                print(format_row(cfg, img, batch, variant_name, row, gflops, peak), flush=True)
+    print(f"torch {torch.__version__}")
     return 0

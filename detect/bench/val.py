@@ -29,6 +29,7 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=2, help="loader workers per process")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--processes", default="1,2", help="comma-separated process counts to measure")
+    p.add_argument("--amp", default="off", choices=("off", "fp16", "bf16"), help="autocast precision on CUDA")
     return p.parse_args(argv)
 
 
@@ -45,20 +46,23 @@ def _measure(rank: int, world_size: int, port: int, args, queue) -> None:
     from detect import dist
     from detect.data.loader import build_eval_loader
     from detect.evaluate import evaluate
-    from detect.val import build_model
+    from detect.val import EVAL_AMP, build_model
 
     try:
         ctx = dist.init_distributed(args.device)
         if ctx.device.type == "cpu":  # share the cores between the processes
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
         model, _ = build_model(args.cfg, args.weights, args.img, ctx.device)
+        channels_last = ctx.device.type == "cuda"
+        if channels_last:
+            model.to(memory_format=torch.channels_last)
         with torch.inference_mode():  # first-call set-up (allocations, kernels) is not what we measure
             model(torch.zeros(1, 3, args.img, args.img, device=ctx.device))
         loader = build_eval_loader(args.data, "val", args.img, args.batch, args.workers, model.max_stride,
                                    ctx.rank, ctx.world_size, rect=True)
         dist.barrier()
         tick = time.perf_counter()
-        result = evaluate(model, loader, ctx.device)
+        result = evaluate(model, loader, ctx.device, amp_dtype=EVAL_AMP[args.amp], channels_last=channels_last)
         wall = time.perf_counter() - tick
         if ctx.is_main:
             queue.put(("ok", result.num_images, result.rank_seconds, result.timings["cocoeval"], wall, result.map))
@@ -104,7 +108,7 @@ def main(argv) -> int:
     args = parse_args(argv)
     counts = [int(v) for v in args.processes.split(",") if v.strip()]
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    print(f"val benchmark: {args.cfg} at {args.img}, batch {args.batch}, data {args.data}, device {device}, "
+    print(f"val benchmark: {args.cfg} at {args.img}, batch {args.batch}, amp {args.amp}, data {args.data}, device {device}, "
           f"{os.cpu_count()} CPU cores")
     print("processes  images  inference/s      NMS/s  COCOeval/s  end-to-end/s     mAP")
     for world_size in counts:
