@@ -8,16 +8,15 @@ a run was interrupted mid-epoch), `optimizer`, `scaler`, `ema_updates`, `best_fi
 from __future__ import annotations
 
 import logging
-import os
 import random
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from detect import dist
+from detect.files import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -50,26 +49,9 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(cuda_states)
 
 
-def _write_atomic(path: str | Path, write) -> None:
-    """Call `write(file)` on a temp file in `path`'s folder, fsync, then os.replace: readers never see a
-    partial file, and a killed write leaves the previous `path` intact."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def atomic_save(obj, path: str | Path) -> None:
     """torch.save `obj` to `path` atomically."""
-    _write_atomic(path, lambda f: torch.save(obj, f))
+    atomic_write(path, lambda f: torch.save(obj, f))
 
 
 def copy_atomic(src: str | Path, dst: str | Path) -> None:
@@ -77,7 +59,7 @@ def copy_atomic(src: str | Path, dst: str | Path) -> None:
     def copy(out):
         with open(src, "rb") as inp:
             shutil.copyfileobj(inp, out)
-    _write_atomic(dst, copy)
+    atomic_write(dst, copy)
 
 
 def save_checkpoint(state: dict, path: str | Path) -> bool:

@@ -8,11 +8,12 @@ shapes then differ from the model's (the heads) are skipped and reported.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from detect.files import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +121,8 @@ def save_darknet_weights(model, path, cutoff: int | None = None) -> None:
     cutoff = count if cutoff is None else cutoff
     if not 0 < cutoff <= count:
         raise ValueError(f"cutoff={cutoff} must be in 1..{count} (the number of layers)")
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+
+    def write(f):
         f.write(np.array(SAVE_VERSION, "<i4").tobytes() + np.array([model.seen], "<u8").tobytes())
         for index, module, tensors in _layer_tensors(model):
             if index >= cutoff:
@@ -132,7 +132,8 @@ def save_darknet_weights(model, path, cutoff: int | None = None) -> None:
                 if name == "weights" and getattr(module, "flipped", False):
                     array = array.reshape(array.shape[0], -1).T
                 f.write(np.ascontiguousarray(array, "<f4").data)
-    os.replace(tmp, path)
+
+    atomic_write(path, write)
     log.info("%s: wrote layers 0..%d", path, cutoff - 1)
 
 
@@ -205,6 +206,4 @@ def save_pt(model, path, names=None, ema_state: dict | None = None) -> None:
     path = Path(path)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     payload = {"model": state, "ema": ema_state, "cfg_text": model.cfg_text, "names": list(names or [])}
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: torch.save(payload, f))
