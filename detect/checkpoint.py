@@ -1,4 +1,6 @@
 """Training checkpoints: plain data (loadable with `torch.load(weights_only=True)`), written atomically by rank 0.
+A weights-only checkpoint (`save_pt`) has `model`, `ema`, `cfg_text` and `names`; `checkpoint_state_dict` picks the
+weights to use from either kind.
 
 Layout (docs/architecture.md): `model` and `ema` state dicts, `cfg_text`, `names`, `epoch` (epochs completed),
 plus for resuming: `step` (optimiser steps), `batch_in_epoch` (micro-batches of the current epoch already done when
@@ -83,6 +85,32 @@ def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
     if not isinstance(ckpt, dict):
         raise ValueError(f"{path} holds a {type(ckpt).__name__}, expected a checkpoint dict")
     return ckpt
+
+
+def is_torch_checkpoint(path: str | Path) -> bool:
+    """Whether `path` was written by torch.save (by its suffix, else torch's zip container), not Darknet."""
+    path = Path(path)
+    if path.suffix in (".pt", ".pth"):
+        return True
+    with open(path, "rb") as f:
+        return f.read(4) == b"PK\x03\x04"
+
+
+def checkpoint_state_dict(checkpoint, source: str | Path = "checkpoint") -> dict:
+    """The weights to use from a loaded checkpoint (read from `source`, named in errors): `ema` when present,
+    else `model`, else a bare state dict."""
+    if isinstance(checkpoint, dict) and ("model" in checkpoint or "ema" in checkpoint):
+        state = checkpoint.get("ema") or checkpoint.get("model")
+        if state is None:
+            raise ValueError(f"{source} has neither 'ema' nor 'model' weights")
+        return state
+    return checkpoint
+
+
+def save_pt(model, path: str | Path, names=None, ema_state: dict | None = None) -> None:
+    """A weights-only checkpoint of a Darknet model: {"model", "ema", "cfg_text", "names"}, atomically."""
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    atomic_save({"model": state, "ema": ema_state, "cfg_text": model.cfg_text, "names": list(names or [])}, path)
 
 
 def check_resumable(ckpt: dict, path: str | Path) -> None:

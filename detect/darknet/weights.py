@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from detect.checkpoint import checkpoint_state_dict, is_torch_checkpoint
 from detect.files import atomic_write
 
 log = logging.getLogger(__name__)
@@ -163,24 +164,6 @@ def _copy_matching(model, state: dict) -> list[str]:
     return skipped
 
 
-def is_torch_checkpoint(path) -> bool:
-    path = Path(path)
-    if path.suffix in (".pt", ".pth"):
-        return True
-    with open(path, "rb") as f:
-        return f.read(4) == b"PK\x03\x04"  # torch.save's zip container
-
-
-def checkpoint_state_dict(checkpoint) -> dict:
-    """The weights to use from a loaded checkpoint: `ema` when present, else `model`, else a bare state dict."""
-    if isinstance(checkpoint, dict) and ("model" in checkpoint or "ema" in checkpoint):
-        state = checkpoint.get("ema") or checkpoint.get("model")
-        if state is None:
-            raise ValueError("checkpoint has neither 'ema' nor 'model' weights")
-        return state
-    return checkpoint
-
-
 def load_weights(model, path) -> dict:
     """Fine-tuning transfer from a `.weights` file or a `.pt` checkpoint: every tensor whose name and shape match
     is copied, the rest keep their initialisation; returns a report with `skipped` (and logs it)."""
@@ -189,7 +172,7 @@ def load_weights(model, path) -> dict:
         raise FileNotFoundError(f"weights file not found: {path}")
     if not is_torch_checkpoint(path):
         return load_darknet_weights(model, path)
-    state = _strip_prefixes(checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True)))
+    state = _strip_prefixes(checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True), path))
     skipped = _copy_matching(model, state)
     missing = sorted(set(model.state_dict()) - set(state))
     report = {"path": str(path), "tensors_loaded": len(state) - len(skipped), "skipped": skipped,
@@ -199,11 +182,3 @@ def load_weights(model, path) -> dict:
     for line in skipped:
         log.info("  skipped %s", line)
     return report
-
-
-def save_pt(model, path, names=None, ema_state: dict | None = None) -> None:
-    """Write {"model", "ema", "cfg_text", "names"} as plain data (readable with torch.load(weights_only=True))."""
-    path = Path(path)
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    payload = {"model": state, "ema": ema_state, "cfg_text": model.cfg_text, "names": list(names or [])}
-    atomic_write(path, lambda f: torch.save(payload, f))
