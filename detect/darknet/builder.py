@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from torch import nn
 
@@ -140,7 +141,7 @@ def build_layers(sections: list[Section], input_shape: tuple[int, int, int]) -> 
             built = build_yolo(section, ctx, sections)
         else:
             built = BUILDERS[section.type](section, ctx)
-        built.module.common = section.read_common()  # dontload, dontloadscales, learning_rate, ...
+        built = replace(built, common=section.read_common())  # dontload, dontloadscales, learning_rate, ...
         section.warn_unused()
         ctx.built.append(built)
     return ctx.built

@@ -1,8 +1,8 @@
 """Darknet `.weights` read/write (reference §4) and fine-tuning transfer from `.weights` or `.pt` checkpoints.
 
 A `.weights` file has no layout of its own: it is read with the layer list of the cfg it was written for. For a
-model built with `num_classes=`, that is the cfg before the rewrite (`model.source_cfg_text`); arrays whose
-shapes then differ from the model's (the heads) are skipped and reported.
+model built with `num_classes=`, that is the cfg before the rewrite (`model.weights_file_layout()`); arrays
+whose shapes then differ from the model's (the heads) are skipped and reported.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import torch
 
 from detect.checkpoint import checkpoint_state_dict, is_torch_checkpoint
 from detect.files import atomic_write
+
+from .layers import ConvBlock
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +45,8 @@ def _layer_tensors(model):
             yield i, module, tensors
 
 
-def _layout_model(model):
-    """The model whose layer list describes the file: the cfg as given (before num_classes), shapes only."""
-    if model.source_cfg_text == model.cfg_text:
-        return model
-    from .model import Darknet
-    with torch.device("meta"):
-        return Darknet(model.source_cfg_text, img_size=model.input_size)
+def _flipped(module, name: str) -> bool:
+    return name == "weights" and isinstance(module, ConvBlock) and module.flipped
 
 
 def _file_array(body, pos, tensor, name, module, transposed_connected, path, index):
@@ -58,7 +55,7 @@ def _file_array(body, pos, tensor, name, module, transposed_connected, path, ind
         raise ValueError(f"{path}: the file ends inside layer {index} ({type(module).__name__}): array '{name}' "
                          f"needs {count} floats, {body.size - pos} are left")
     array = body[pos: pos + count]
-    if name == "weights" and getattr(module, "flipped", False):  # stored [(C/groups)·k·k][n]
+    if _flipped(module, name):  # stored [(C/groups)·k·k][n]
         array = array.reshape(-1, tensor.shape[0]).T
     elif name == "weights" and transposed_connected and tensor.dim() == 2:  # stored [in][out]
         array = array.reshape(tensor.shape[1], tensor.shape[0]).T
@@ -79,13 +76,14 @@ def read_darknet_arrays(layout, path) -> tuple[dict, dict]:
     names = {id(t): name for name, t in layout.state_dict(keep_vars=True).items()}
     arrays, pos, stop, last = {}, 0, len(layout.layers), -1
     for index, module, tensors in _layer_tensors(layout):
-        if module.common["dontload"]:
+        common = layout.layer_common[index]
+        if common["dontload"]:
             continue
         if pos == body.size:
             stop = index
             break
         for name, tensor in tensors:
-            if module.common["dontloadscales"] and name in _BN_ARRAYS:
+            if common["dontloadscales"] and name in _BN_ARRAYS:
                 continue
             arrays[names[id(tensor)]] = _file_array(body, pos, tensor, name, module, transposed, path, index)
             pos += tensor.numel()
@@ -103,7 +101,7 @@ def load_darknet_weights(model, path) -> dict:
     """Load a Darknet .weights file into `model`; returns a report (layers loaded, floats consumed, skipped)."""
     if model.fused:
         raise ValueError("load .weights before fuse(): a fused model has no BatchNorm to receive them")
-    arrays, report = read_darknet_arrays(_layout_model(model), path)
+    arrays, report = read_darknet_arrays(model.weights_file_layout(), path)
     report["skipped"] = _copy_matching(model, {k: torch.from_numpy(v) for k, v in arrays.items()})
     report["tensors_loaded"] = len(arrays) - len(report["skipped"])
     model.seen = report["seen"]
@@ -130,7 +128,7 @@ def save_darknet_weights(model, path, cutoff: int | None = None) -> None:
                 break
             for name, tensor in tensors:
                 array = tensor.detach().float().cpu().numpy()
-                if name == "weights" and getattr(module, "flipped", False):
+                if _flipped(module, name):
                     array = array.reshape(array.shape[0], -1).T
                 f.write(np.ascontiguousarray(array, "<f4").data)
 
