@@ -7,6 +7,8 @@ package's `__init__` before its submodule is not an edge: package `__init__`s on
 """
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,3 +132,17 @@ def test_detect_imports_run_one_way():
     listing = "\n".join(" -> ".join(cycle) for cycle in cycles)
     print(f"import cycles in {PACKAGE}: {len(cycles)}" + (f"\n{listing}" if listing else ""))
     assert not cycles, f"import cycles in {PACKAGE} (each module imports the next, the last the first):\n{listing}"
+
+
+def test_packages_import_torch_and_opencv_only_when_a_name_needs_them():
+    code = ("import sys, detect, detect.data, detect.darknet, detect.data.spec; "
+            "print(sorted({'torch', 'cv2'} & set(sys.modules)))")
+    heavy = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert heavy.stdout.strip() == "[]", f"importing the packages imported {heavy.stdout.strip()}"
+    from detect import Darknet
+    from detect.darknet import CfgError, load_weights, save_pt
+    from detect.data import DatasetSource, build_train_loader
+
+    assert Darknet.__module__ == "detect.darknet.model" and callable(build_train_loader) and callable(save_pt)
+    assert DatasetSource.__module__ == "detect.data.sources" and issubclass(CfgError, ValueError)
+    assert callable(load_weights)
