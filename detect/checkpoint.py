@@ -1,4 +1,6 @@
 """Training checkpoints: plain data (loadable with `torch.load(weights_only=True)`), written atomically by rank 0.
+A weights-only checkpoint (`save_pt`) has `model`, `ema`, `cfg_text` and `names`; `checkpoint_state_dict` picks the
+weights to use from either kind.
 
 Layout (docs/architecture.md): `model` and `ema` state dicts, `cfg_text`, `names`, `epoch` (epochs completed),
 plus for resuming: `step` (optimiser steps), `batch_in_epoch` (micro-batches of the current epoch already done when
@@ -8,16 +10,15 @@ a run was interrupted mid-epoch), `optimizer`, `scaler`, `ema_updates`, `best_fi
 from __future__ import annotations
 
 import logging
-import os
 import random
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from detect import dist
+from detect.files import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -50,26 +51,9 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(cuda_states)
 
 
-def _write_atomic(path: str | Path, write) -> None:
-    """Call `write(file)` on a temp file in `path`'s folder, fsync, then os.replace: readers never see a
-    partial file, and a killed write leaves the previous `path` intact."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def atomic_save(obj, path: str | Path) -> None:
     """torch.save `obj` to `path` atomically."""
-    _write_atomic(path, lambda f: torch.save(obj, f))
+    atomic_write(path, lambda f: torch.save(obj, f))
 
 
 def copy_atomic(src: str | Path, dst: str | Path) -> None:
@@ -77,7 +61,7 @@ def copy_atomic(src: str | Path, dst: str | Path) -> None:
     def copy(out):
         with open(src, "rb") as inp:
             shutil.copyfileobj(inp, out)
-    _write_atomic(dst, copy)
+    atomic_write(dst, copy)
 
 
 def save_checkpoint(state: dict, path: str | Path) -> bool:
@@ -101,6 +85,32 @@ def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
     if not isinstance(ckpt, dict):
         raise ValueError(f"{path} holds a {type(ckpt).__name__}, expected a checkpoint dict")
     return ckpt
+
+
+def is_torch_checkpoint(path: str | Path) -> bool:
+    """Whether `path` was written by torch.save (by its suffix, else torch's zip container), not Darknet."""
+    path = Path(path)
+    if path.suffix in (".pt", ".pth"):
+        return True
+    with open(path, "rb") as f:
+        return f.read(4) == b"PK\x03\x04"
+
+
+def checkpoint_state_dict(checkpoint, source: str | Path = "checkpoint") -> dict:
+    """The weights to use from a loaded checkpoint (read from `source`, named in errors): `ema` when present,
+    else `model`, else a bare state dict."""
+    if isinstance(checkpoint, dict) and ("model" in checkpoint or "ema" in checkpoint):
+        state = checkpoint.get("ema") or checkpoint.get("model")
+        if state is None:
+            raise ValueError(f"{source} has neither 'ema' nor 'model' weights")
+        return state
+    return checkpoint
+
+
+def save_pt(model, path: str | Path, names=None, ema_state: dict | None = None) -> None:
+    """A weights-only checkpoint of a Darknet model: {"model", "ema", "cfg_text", "names"}, atomically."""
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    atomic_save({"model": state, "ema": ema_state, "cfg_text": model.cfg_text, "names": list(names or [])}, path)
 
 
 def check_resumable(ckpt: dict, path: str | Path) -> None:

@@ -25,8 +25,8 @@ import torch
 from detect import dist
 from detect.cli import run_command
 from detect.data.augment import letterbox
+from detect.data.geometry import rect_shape, round_up
 from detect.data.images import IMAGE_SUFFIXES, load_image
-from detect.data.samplers import rect_shape, round_up
 from detect.log import setup_logging
 from detect.postprocess import non_max_suppression, scale_to_original
 from detect.runs import next_run_dir

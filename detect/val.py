@@ -20,10 +20,10 @@ from pathlib import Path
 import torch
 
 from detect import dist
+from detect.checkpoint import checkpoint_state_dict, is_torch_checkpoint
 from detect.cli import run_command
 from detect.coco import STAT_NAMES, format_class_table, format_summary
 from detect.darknet import Darknet, load_weights
-from detect.darknet.weights import checkpoint_state_dict, is_torch_checkpoint
 from detect.evaluate import EvalResult, evaluate
 from detect.log import setup_logging
 from detect.runs import next_run_dir

@@ -1,8 +1,13 @@
 """Darknet `.cfg` models with Darknet's exact semantics, and `.weights` / `.pt` weight I/O."""
 
-from .cfg import CfgError
-from .model import Darknet
-from .weights import load_weights, save_pt
-from .yolo import YoloHead
+from detect.lazy import lazy_exports
 
-__all__ = ["CfgError", "Darknet", "YoloHead", "load_weights", "save_pt"]
+_HOMES = {
+    "CfgError": "detect.darknet.cfg",
+    "Darknet": "detect.darknet.model",
+    "YoloHead": "detect.darknet.yolo",
+    "load_weights": "detect.darknet.weights",
+    "save_pt": "detect.checkpoint",  # the .pt writer, kept here for `from detect.darknet import save_pt`
+}
+__all__ = list(_HOMES)
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

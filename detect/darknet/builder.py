@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from torch import nn
 
@@ -29,7 +30,7 @@ from .yolo import YoloHead
 log = logging.getLogger(__name__)
 
 
-def _single_source(section: Section, ctx: BuildContext) -> int:
+def _single_source(section: Section) -> int:
     sources = section.get_layer_refs("from")
     if len(sources) != 1:
         raise section.error(f"'from' must name exactly one layer, got {len(sources)}", "from")
@@ -38,7 +39,7 @@ def _single_source(section: Section, ctx: BuildContext) -> int:
 
 def build_sam(section: Section, ctx: BuildContext) -> Built:
     shape, stride = ctx.previous(section.index)
-    source = _single_source(section, ctx)
+    source = _single_source(section)
     if ctx.built[source].shape != shape:
         raise section.error(f"layer {source} has shape {ctx.built[source].shape}, the input {shape}; "
                             "[sam] needs equal shapes", "from")
@@ -47,7 +48,7 @@ def build_sam(section: Section, ctx: BuildContext) -> Built:
 
 def build_scale_channels(section: Section, ctx: BuildContext) -> Built:
     (c, h, w), _ = ctx.previous(section.index)
-    source = _single_source(section, ctx)
+    source = _single_source(section)
     scale_wh = bool(section.get_int("scale_wh", 0))
     target = ctx.built[source]
     expected = (1,) + target.shape[1:] if scale_wh else (target.shape[0], 1, 1)
@@ -140,7 +141,7 @@ def build_layers(sections: list[Section], input_shape: tuple[int, int, int]) -> 
             built = build_yolo(section, ctx, sections)
         else:
             built = BUILDERS[section.type](section, ctx)
-        built.module.common = section.read_common()  # dontload, dontloadscales, learning_rate, ...
+        built = replace(built, common=section.read_common())  # dontload, dontloadscales, learning_rate, ...
         section.warn_unused()
         ctx.built.append(built)
     return ctx.built

@@ -19,8 +19,9 @@ class ConvBlock(nn.Module):
     """Conv2d, then BatchNorm (whose beta is Darknet's "biases") or a conv bias, then the activation."""
 
     def __init__(self, in_channels, filters, size, stride, padding, dilation, groups, batch_normalize,
-                 activation: Activation):
+                 activation: Activation, flipped: bool = False):
         super().__init__()
+        self.flipped = flipped  # cfg `flipped=1`: .weights files store the kernel as [(C/groups)·k·k][n]
         self.conv = nn.Conv2d(in_channels, filters, size, stride=stride, padding=padding * dilation,
                               dilation=dilation, groups=groups, bias=not batch_normalize)
         self.bn = nn.BatchNorm2d(filters, eps=BN_EPS, momentum=BN_MOMENTUM) if batch_normalize else None

@@ -14,6 +14,7 @@ from .cfg import parse_cfg, read_cfg_source, render_cfg
 from .layers import ConvBlock
 from .merge import Route
 from .options import parse_net_options, rewrite_num_classes
+from .weights import load_darknet_weights, save_darknet_weights
 from .yolo import YoloHead
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class Darknet(nn.Module):
         built = build_layers(sections[1:], (channels, *self.input_size))
         self.layers = nn.ModuleList(b.module for b in built)
         self.layer_shapes = [b.shape for b in built]
+        self.layer_common = [b.common for b in built]  # per layer: dontload, dontloadscales, learning_rate, ...
         self.heads = [m for m in self.layers if isinstance(m, YoloHead)]
         self.is_classifier = not self.heads
         self.max_stride = max(1, math.ceil(max(max(b.stride) for b in built)))
@@ -130,12 +132,18 @@ class Darknet(nn.Module):
 
     def load_darknet_weights(self, path) -> dict:
         """Read a Darknet .weights file; returns the report of weights.load_darknet_weights."""
-        from .weights import load_darknet_weights
         return load_darknet_weights(self, path)
 
     def save_darknet_weights(self, path, cutoff: int | None = None) -> None:
-        from .weights import save_darknet_weights
         save_darknet_weights(self, path, cutoff)
+
+    def weights_file_layout(self) -> Darknet:
+        """The model whose layer list this model's .weights files follow: itself, or for a model built with
+        `num_classes=`, the cfg as given, built on the meta device (shapes only)."""
+        if self.source_cfg_text == self.cfg_text:
+            return self
+        with torch.device("meta"):
+            return Darknet(self.source_cfg_text, img_size=self.input_size)
 
     def darknet_float_count(self) -> int:
         """Floats this model's layers occupy in a .weights file (parameters plus BN running statistics)."""

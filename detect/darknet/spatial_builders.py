@@ -3,7 +3,7 @@ shapes (C, H, W) and strides propagate as in Darknet (§1.3, §2)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from torch import nn
 
@@ -19,6 +19,7 @@ class Built:
     module: nn.Module
     shape: tuple[int, int, int]  # output (C, H, W)
     stride: tuple[float, float]  # input pixels per output cell (y, x)
+    common: dict = field(default_factory=dict)  # the keys every layer section has (cfg.COMMON_KEYS), typed
 
 
 class BuildContext:
@@ -72,8 +73,8 @@ def build_convolutional(section: Section, ctx: BuildContext) -> Built:
     out_h, out_w = (h + 2 * padding - size) // sy + 1, (w + 2 * padding - size) // sx + 1
     if out_h < 1 or out_w < 1:
         raise section.error(f"input {h}x{w} is too small for size={size} stride=({sy},{sx}) padding={padding}")
-    module = ConvBlock(c, filters, size, (sy, sx), padding, dilation, groups, batch_normalize, act)
-    module.flipped = bool(section.get_int("flipped", 0))
+    module = ConvBlock(c, filters, size, (sy, sx), padding, dilation, groups, batch_normalize, act,
+                       flipped=bool(section.get_int("flipped", 0)))
     return Built(module, (filters, out_h, out_w), (py * sy, px * sx))
 
 

@@ -1,18 +1,22 @@
 """Darknet `.weights` read/write (reference §4) and fine-tuning transfer from `.weights` or `.pt` checkpoints.
 
 A `.weights` file has no layout of its own: it is read with the layer list of the cfg it was written for. For a
-model built with `num_classes=`, that is the cfg before the rewrite (`model.source_cfg_text`); arrays whose
-shapes then differ from the model's (the heads) are skipped and reported.
+model built with `num_classes=`, that is the cfg before the rewrite (`model.weights_file_layout()`); arrays
+whose shapes then differ from the model's (the heads) are skipped and reported.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from detect.checkpoint import checkpoint_state_dict, is_torch_checkpoint
+from detect.files import atomic_write
+
+from .layers import ConvBlock
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +45,8 @@ def _layer_tensors(model):
             yield i, module, tensors
 
 
-def _layout_model(model):
-    """The model whose layer list describes the file: the cfg as given (before num_classes), shapes only."""
-    if model.source_cfg_text == model.cfg_text:
-        return model
-    from .model import Darknet
-    with torch.device("meta"):
-        return Darknet(model.source_cfg_text, img_size=model.input_size)
+def _flipped(module, name: str) -> bool:
+    return name == "weights" and isinstance(module, ConvBlock) and module.flipped
 
 
 def _file_array(body, pos, tensor, name, module, transposed_connected, path, index):
@@ -56,7 +55,7 @@ def _file_array(body, pos, tensor, name, module, transposed_connected, path, ind
         raise ValueError(f"{path}: the file ends inside layer {index} ({type(module).__name__}): array '{name}' "
                          f"needs {count} floats, {body.size - pos} are left")
     array = body[pos: pos + count]
-    if name == "weights" and getattr(module, "flipped", False):  # stored [(C/groups)·k·k][n]
+    if _flipped(module, name):  # stored [(C/groups)·k·k][n]
         array = array.reshape(-1, tensor.shape[0]).T
     elif name == "weights" and transposed_connected and tensor.dim() == 2:  # stored [in][out]
         array = array.reshape(tensor.shape[1], tensor.shape[0]).T
@@ -77,13 +76,14 @@ def read_darknet_arrays(layout, path) -> tuple[dict, dict]:
     names = {id(t): name for name, t in layout.state_dict(keep_vars=True).items()}
     arrays, pos, stop, last = {}, 0, len(layout.layers), -1
     for index, module, tensors in _layer_tensors(layout):
-        if module.common["dontload"]:
+        common = layout.layer_common[index]
+        if common["dontload"]:
             continue
         if pos == body.size:
             stop = index
             break
         for name, tensor in tensors:
-            if module.common["dontloadscales"] and name in _BN_ARRAYS:
+            if common["dontloadscales"] and name in _BN_ARRAYS:
                 continue
             arrays[names[id(tensor)]] = _file_array(body, pos, tensor, name, module, transposed, path, index)
             pos += tensor.numel()
@@ -101,7 +101,7 @@ def load_darknet_weights(model, path) -> dict:
     """Load a Darknet .weights file into `model`; returns a report (layers loaded, floats consumed, skipped)."""
     if model.fused:
         raise ValueError("load .weights before fuse(): a fused model has no BatchNorm to receive them")
-    arrays, report = read_darknet_arrays(_layout_model(model), path)
+    arrays, report = read_darknet_arrays(model.weights_file_layout(), path)
     report["skipped"] = _copy_matching(model, {k: torch.from_numpy(v) for k, v in arrays.items()})
     report["tensors_loaded"] = len(arrays) - len(report["skipped"])
     model.seen = report["seen"]
@@ -120,19 +120,19 @@ def save_darknet_weights(model, path, cutoff: int | None = None) -> None:
     cutoff = count if cutoff is None else cutoff
     if not 0 < cutoff <= count:
         raise ValueError(f"cutoff={cutoff} must be in 1..{count} (the number of layers)")
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+
+    def write(f):
         f.write(np.array(SAVE_VERSION, "<i4").tobytes() + np.array([model.seen], "<u8").tobytes())
         for index, module, tensors in _layer_tensors(model):
             if index >= cutoff:
                 break
             for name, tensor in tensors:
                 array = tensor.detach().float().cpu().numpy()
-                if name == "weights" and getattr(module, "flipped", False):
+                if _flipped(module, name):
                     array = array.reshape(array.shape[0], -1).T
                 f.write(np.ascontiguousarray(array, "<f4").data)
-    os.replace(tmp, path)
+
+    atomic_write(path, write)
     log.info("%s: wrote layers 0..%d", path, cutoff - 1)
 
 
@@ -162,24 +162,6 @@ def _copy_matching(model, state: dict) -> list[str]:
     return skipped
 
 
-def is_torch_checkpoint(path) -> bool:
-    path = Path(path)
-    if path.suffix in (".pt", ".pth"):
-        return True
-    with open(path, "rb") as f:
-        return f.read(4) == b"PK\x03\x04"  # torch.save's zip container
-
-
-def checkpoint_state_dict(checkpoint) -> dict:
-    """The weights to use from a loaded checkpoint: `ema` when present, else `model`, else a bare state dict."""
-    if isinstance(checkpoint, dict) and ("model" in checkpoint or "ema" in checkpoint):
-        state = checkpoint.get("ema") or checkpoint.get("model")
-        if state is None:
-            raise ValueError("checkpoint has neither 'ema' nor 'model' weights")
-        return state
-    return checkpoint
-
-
 def load_weights(model, path) -> dict:
     """Fine-tuning transfer from a `.weights` file or a `.pt` checkpoint: every tensor whose name and shape match
     is copied, the rest keep their initialisation; returns a report with `skipped` (and logs it)."""
@@ -188,7 +170,7 @@ def load_weights(model, path) -> dict:
         raise FileNotFoundError(f"weights file not found: {path}")
     if not is_torch_checkpoint(path):
         return load_darknet_weights(model, path)
-    state = _strip_prefixes(checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True)))
+    state = _strip_prefixes(checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True), path))
     skipped = _copy_matching(model, state)
     missing = sorted(set(model.state_dict()) - set(state))
     report = {"path": str(path), "tensors_loaded": len(state) - len(skipped), "skipped": skipped,
@@ -198,13 +180,3 @@ def load_weights(model, path) -> dict:
     for line in skipped:
         log.info("  skipped %s", line)
     return report
-
-
-def save_pt(model, path, names=None, ema_state: dict | None = None) -> None:
-    """Write {"model", "ema", "cfg_text", "names"} as plain data (readable with torch.load(weights_only=True))."""
-    path = Path(path)
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    payload = {"model": state, "ema": ema_state, "cfg_text": model.cfg_text, "names": list(names or [])}
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)

@@ -1,12 +1,19 @@
 """The data pipeline: dataset specs, sources (COCO json, YOLO txt, synthetic), the label cache,
 augmentation, DDP samplers and the loader builders (see docs/architecture.md, detect.data)."""
 
-from detect.data.augment import AugmentConfig
-from detect.data.loader import build_eval_loader, build_train_loader, open_split, resolve_spec
-from detect.data.multiscale import MultiScale
-from detect.data.records import ImageRecord
-from detect.data.sources import DatasetSource
-from detect.data.spec import DataSpec, load_data_spec
+from detect.lazy import lazy_exports
 
-__all__ = ["AugmentConfig", "DataSpec", "DatasetSource", "ImageRecord", "MultiScale", "build_eval_loader",
-           "build_train_loader", "load_data_spec", "open_split", "resolve_spec"]
+_HOMES = {
+    "AugmentConfig": "detect.data.augment",
+    "build_eval_loader": "detect.data.loader",
+    "build_train_loader": "detect.data.loader",
+    "open_split": "detect.data.loader",
+    "resolve_spec": "detect.data.loader",
+    "MultiScale": "detect.data.multiscale",
+    "ImageRecord": "detect.data.records",
+    "DatasetSource": "detect.data.sources",
+    "DataSpec": "detect.data.spec",
+    "load_data_spec": "detect.data.spec",
+}
+__all__ = list(_HOMES)
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

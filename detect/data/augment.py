@@ -13,6 +13,8 @@ from dataclasses import dataclass, fields
 import cv2
 import numpy as np
 
+from detect.data.geometry import letterbox_ratio
+
 PAD_VALUE = 114  # grey of the letterbox and mosaic borders (uint8)
 
 
@@ -56,9 +58,7 @@ def letterbox(image: np.ndarray, shape: tuple[int, int],
     """
     h, w = image.shape[:2]
     out_h, out_w = shape
-    ratio = min(out_h / h, out_w / w)
-    if long_side is not None:
-        ratio = min(ratio, long_side / max(h, w))
+    ratio = letterbox_ratio(h, w, shape, long_side)
     if ratio != 1.0:
         # bilinear, as the reference evaluation resizes (INTER_AREA: mAP@0.5 0.410 vs 0.415, yolov3-tiny, coco-tiny)
         image = cv2.resize(image, None, fx=ratio, fy=ratio, interpolation=cv2.INTER_LINEAR)

@@ -1,9 +1,9 @@
 """The label cache: one file per split with image sizes and validated labels, built on rank 0 first.
 
 The file is keyed by a content hash (file list, sizes, modification times, label contents, format version);
-a stale, corrupt or foreign cache is rebuilt with one warning line. Writes are atomic (temp file then
-`os.replace`), so a killed build never leaves a half-written cache behind. Storage is a plain `.npz`
-(no pickle): flat arrays plus one JSON string for names, category ids and the bad-input report.
+a stale, corrupt or foreign cache is rebuilt with one warning line. Writes are atomic (detect.files), so a
+killed build never leaves a half-written cache behind. Storage is a plain `.npz` (no pickle): flat arrays plus
+one JSON string for names, category ids and the bad-input report.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ import numpy as np
 
 from detect.data.records import BadInputReport, ImageRecord
 from detect.dist import rank0_first
+from detect.files import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -80,15 +79,7 @@ def save_labels(path: Path, key: str, labels: SplitLabels) -> None:
         "classes": np.concatenate([r.classes for r in recs] or [np.zeros(0, np.int64)]).astype(np.int64),
         "meta": np.array(json.dumps(meta)),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
 def load_labels(path: Path, key: str) -> tuple[SplitLabels | None, str]:

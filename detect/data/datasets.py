@@ -35,26 +35,23 @@ class TrainDataset(Dataset):
     """Mosaic (probability `mosaic`) or a centred single image, then affine, HSV and flip, at `img_size`."""
 
     def __init__(self, source: DatasetSource, img_size: int, augment: AugmentConfig, seed: int = 0,
-                 rank: int = 0, cache_images: bool = False, buffer_images: int = 0):
+                 buffer_images: int = 0):
         self.source = source
         self.records = source.records
         self.img_size = int(img_size)
         self.augment = augment
         self.seed = int(seed)
-        self._ram = [None] * len(self.records) if cache_images else None
         # Recently decoded images (per worker): a mosaic draws 3 random partners, so on small and medium
         # datasets most draws hit images decoded moments ago; decoding is the dominant cost.
         self._recent: OrderedDict[int, tuple[np.ndarray, float]] = OrderedDict()
-        self.buffer_images = 0 if cache_images else int(buffer_images)
+        self.buffer_images = int(buffer_images)
 
     def __len__(self) -> int:
         return len(self.records)
 
     def load_resized(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         """(image with long side = img_size, boxes scaled to it)."""
-        if self._ram is not None and self._ram[index] is not None:
-            image, r = self._ram[index]
-        elif index in self._recent:
+        if index in self._recent:
             self._recent.move_to_end(index)
             image, r = self._recent[index]
         else:
@@ -62,9 +59,7 @@ class TrainDataset(Dataset):
             image, decoded_scale = load_image_for_size(rec.path, rec.width, rec.height, self.img_size)
             image, r = resize_long_side(image, self.img_size)
             r *= decoded_scale
-            if self._ram is not None:
-                self._ram[index] = (image, r)
-            elif self.buffer_images > 0:
+            if self.buffer_images > 0:
                 self._recent[index] = (image, r)
                 if len(self._recent) > self.buffer_images:
                     self._recent.popitem(last=False)

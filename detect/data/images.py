@@ -8,6 +8,7 @@ images to 8-bit BGR, so the decoded size always equals the probed (oriented) siz
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,11 +16,14 @@ import cv2
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from detect.data.records import BadInputReport
+
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 PIL_FORMATS = {"JPEG", "PNG", "BMP", "TIFF", "WEBP", "MPO"}
 EXIF_ORIENTATION_TAG = 0x0112
 # EXIF orientations 5..8 rotate by 90 degrees: width and height swap
 TRANSPOSING_ORIENTATIONS = (5, 6, 7, 8)
+PROBE_THREADS = 8  # probing is I/O bound (headers, stat); threads overlap the reads
 
 
 class BadImage(Exception):
@@ -92,6 +96,28 @@ def probe_image(path: str | Path) -> ImageProbe:
     if width < 2 or height < 2:
         raise BadImage("corrupt", f"degenerate size {width}x{height}")
     return ImageProbe(width, height, tuple(notes))
+
+
+def probe_images(paths: list[Path], report: BadInputReport) -> list[ImageProbe | None]:
+    """Probe every image of a split in threads: its probe, or None for an unusable one (added to `report`)."""
+    def probe(p):
+        try:
+            return probe_image(p)
+        except BadImage as e:
+            return e
+
+    with ThreadPoolExecutor(PROBE_THREADS) as pool:
+        results = list(pool.map(probe, paths))
+    out = []
+    for p, r in zip(paths, results):
+        if isinstance(r, BadImage):
+            report.add(r.kind, p, r.detail)
+            out.append(None)
+        else:
+            for note in r.notes:
+                report.add(note, p, "converted on load")
+            out.append(r)
+    return out
 
 
 def _decode_fully(path: Path) -> None:

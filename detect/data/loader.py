@@ -118,15 +118,15 @@ class TrainLoader:
 
 
 def build_train_loader(spec, img_size: int, batch_size: int, hyp: dict | None, workers: int, stride: int,
-                       rank: int, world_size: int, seed: int, cache_dir=None, cache_images: bool = False,
-                       split: str = "train", buffer_images: int | None = None, max_batches: int | None = None,
+                       rank: int, world_size: int, seed: int, cache_dir=None, split: str = "train",
+                       buffer_images: int | None = None, max_batches: int | None = None,
                        epochs: int | None = None) -> TrainLoader:
     """Per-process batches of `batch_size` at img_size x img_size (`TrainLoader`).
 
     The shuffle uses `seed` on every rank; each sample's augmentation is seeded by (seed, epoch, index), so it
     does not depend on the worker, the rank or a resume.
-    `cache_images` keeps every resized image in RAM (per worker); otherwise each worker keeps the
-    `buffer_images` most recently decoded ones (default min(8 * batch_size, 512)) for mosaic partners.
+    Each worker keeps the `buffer_images` most recently decoded images (default min(8 * batch_size, 512)) for
+    mosaic partners.
     `max_batches` caps the batches per epoch; `epochs` ends the stream after that many (workers do not assemble
     batches of an epoch that will never run).
     """
@@ -135,8 +135,7 @@ def build_train_loader(spec, img_size: int, batch_size: int, hyp: dict | None, w
     source = open_split(spec, split, cache_dir)
     if buffer_images is None:
         buffer_images = min(8 * batch_size, 512)
-    dataset = TrainDataset(source, img_size, AugmentConfig.from_hyp(hyp), seed=seed, rank=rank,
-                           cache_images=cache_images, buffer_images=buffer_images)
+    dataset = TrainDataset(source, img_size, AugmentConfig.from_hyp(hyp), seed=seed, buffer_images=buffer_images)
     per_rank = -(-len(dataset) // world_size)
     if per_rank < batch_size:
         raise ValueError(f"{split} split has {len(dataset)} usable images: {per_rank} per rank with "

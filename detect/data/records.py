@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from detect.files import atomic_write_text
+
 log = logging.getLogger(__name__)
 
 # A box may stick out of the image by this fraction of the image side (or 1 px, whichever is larger)
@@ -66,8 +68,7 @@ class BadInputReport:
 
     def write_log(self, path: Path) -> None:
         lines = [f"{kind}\t{p}\t{detail}" for p, kind, detail in self.entries]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("kind\tfile\tdetail\n" + "\n".join(lines) + ("\n" if lines else ""))
+        atomic_write_text(path, "kind\tfile\tdetail\n" + "\n".join(lines) + ("\n" if lines else ""))
 
     def to_json(self) -> dict:
         return {"entries": [list(e) for e in self.entries], "counts": dict(self.counts)}

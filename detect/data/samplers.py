@@ -11,10 +11,10 @@ rank may get no batch at all, and an image's letterbox shape never depends on th
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from torch.utils.data import BatchSampler, DistributedSampler, Sampler
+
+from detect.data.geometry import rect_shape, round_up
 
 
 def train_batch_sampler(dataset, batch_size: int, rank: int, world_size: int,
@@ -65,18 +65,6 @@ class EpochKeyedBatchSampler(Sampler):
     def __len__(self) -> int:
         """Batches per epoch (the stream itself runs on)."""
         return self.batches_per_epoch
-
-
-def round_up(value: float, stride: int) -> int:
-    return int(math.ceil(value / stride) * stride)
-
-
-def rect_shape(width: float, height: float, img_size: int, stride: int) -> tuple[int, int]:
-    """(h, w) canvas of one image in rect evaluation: the image at long side `img_size`, plus at least half a
-    stride of border on each axis, rounded up to the stride. The border gives objects at the image edge the
-    same grey context Darknet's square letterbox gives them; it is the PyTorch port's rect padding (pad=0.5)."""
-    scale = img_size / max(width, height)
-    return (round_up(height * scale + stride / 2, stride), round_up(width * scale + stride / 2, stride))
 
 
 def eval_batches(sizes: np.ndarray, batch_size: int, img_size: int, stride: int,

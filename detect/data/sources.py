@@ -12,43 +12,17 @@ import io
 import json
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from detect.data import yolo_labels
 from detect.data.cache import Fingerprint, SplitLabels, cache_file_for, cached_labels
-from detect.data.images import BadImage, ImageProbe, is_image_file, probe_image
+from detect.data.images import probe_images
 from detect.data.records import BadInputReport, ImageRecord, validate_boxes
 from detect.data.spec import DataSpec, default_cache_dir
 
 log = logging.getLogger(__name__)
-
-PROBE_THREADS = 8  # probing is I/O bound (headers, stat); threads overlap the reads
-
-
-def probe_all(paths: list[Path], report: BadInputReport) -> list[ImageProbe | None]:
-    """Probe every image (None for the unusable ones, which are reported)."""
-    def probe(p):
-        try:
-            return probe_image(p)
-        except BadImage as e:
-            return e
-
-    with ThreadPoolExecutor(PROBE_THREADS) as pool:
-        results = list(pool.map(probe, paths))
-    out = []
-    for p, r in zip(paths, results):
-        if isinstance(r, BadImage):
-            report.add(r.kind, p, r.detail)
-            out.append(None)
-        else:
-            for note in r.notes:
-                report.add(note, p, "converted on load")
-            out.append(r)
-    return out
-
 
 class DatasetSource:
     """One split of a dataset: validated records plus what evaluation needs."""
@@ -118,7 +92,7 @@ def scan_coco(images_dir: Path, ann_file: Path, names: tuple[str, ...] | None) -
             by_image.setdefault(a["image_id"], []).append(a)
     report = BadInputReport()
     paths = [images_dir / im["file_name"] for im in images]
-    probes = probe_all(paths, report)
+    probes = probe_images(paths, report)
     records, dropped = [], []
     for im, path, probe in zip(images, paths, probes):
         if probe is None:
@@ -165,4 +139,4 @@ def open_source(spec: DataSpec, split: str, cache_dir: Path | None = None) -> Da
     return DatasetSource(spec, split, labels)
 
 
-__all__ = ["DatasetSource", "is_image_file", "open_source", "probe_all", "scan_coco"]
+__all__ = ["DatasetSource", "open_source", "scan_coco"]

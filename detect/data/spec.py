@@ -10,7 +10,7 @@ Format `synthetic` takes `seed`, `train_images`, `val_images` and an optional `p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -125,6 +125,3 @@ def load_data_spec(path: str | Path, overrides: Mapping | None = None) -> DataSp
     raw.update(dict(overrides or {}))
     return spec_from_dict(raw, str(path))
 
-
-def with_root(spec: DataSpec, **changes) -> DataSpec:
-    return replace(spec, **changes)

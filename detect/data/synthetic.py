@@ -22,6 +22,7 @@ import cv2
 import numpy as np
 
 from detect.dist import rank0_first
+from detect.files import atomic_write_bytes, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,10 @@ def generate_split(rng: np.random.Generator, count: int, cfg: SyntheticConfig, i
     for image_id in range(1, count + 1):
         image, objects = make_image(rng, cfg)
         name = f"{image_id:06d}.jpg"
-        cv2.imwrite(str(images_dir / name), image, [cv2.IMWRITE_JPEG_QUALITY, 92])
+        encoded, jpeg = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, 92])
+        if not encoded:
+            raise OSError(f"OpenCV could not encode synthetic image {images_dir / name} as JPEG")
+        atomic_write_bytes(images_dir / name, jpeg.tobytes())
         images.append({"id": image_id, "file_name": name, "height": image.shape[0], "width": image.shape[1]})
         for cls, (x, y, bw, bh) in objects:
             annotations.append({"id": len(annotations) + 1, "image_id": image_id, "category_id": cls + 1,
@@ -151,9 +155,8 @@ def generate(folder: Path, cfg: SyntheticConfig) -> None:
         for split, count, offset in (("train", cfg.train_images, 0), ("val", cfg.val_images, 1)):
             rng = np.random.default_rng([cfg.seed, offset])
             coco = generate_split(rng, count, cfg, tmp / "images" / split)
-            (tmp / "annotations").mkdir(exist_ok=True)
-            (tmp / "annotations" / f"instances_{split}.json").write_text(json.dumps(coco))
-        (tmp / DONE_MARKER).write_text(json.dumps(asdict(cfg)))
+            atomic_write_text(tmp / "annotations" / f"instances_{split}.json", json.dumps(coco))
+        atomic_write_text(tmp / DONE_MARKER, json.dumps(asdict(cfg)))
         if folder.exists():  # an incomplete earlier attempt
             shutil.rmtree(folder)
         os.replace(tmp, folder)

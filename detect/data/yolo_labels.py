@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from detect.data.cache import Fingerprint, SplitLabels
+from detect.data.images import probe_images
 from detect.data.records import BadInputReport, ImageRecord, validate_boxes
 
 
@@ -81,12 +82,10 @@ def _image_ids(files: list[Path]) -> list[int]:
 
 
 def scan(files: list[Path], names) -> SplitLabels:
-    from detect.data.sources import probe_all  # sources imports this module
-
     if not names:
         raise ValueError("a yolo dataset needs `names` in its spec (one name per class id)")
     report = BadInputReport()
-    probes = probe_all(files, report)
+    probes = probe_images(files, report)
     records, dropped = [], []
     for path, probe, image_id in zip(files, probes, _image_ids(files)):
         if probe is None:

@@ -1,0 +1,41 @@
+"""Atomic file writes: every file the project writes appears whole or not at all.
+
+The content goes to a temp file in the target's folder (same file system, so the rename is atomic), is
+flushed and fsynced, then `os.replace`d over the target: readers never see a partial file, and a write that
+fails or is killed leaves the previous file intact and no temp file behind.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
+    """Call `write(file)` on a binary temp file beside `path`, then put it in place of `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    # not tempfile.mkstemp: its files are private (0600); these get the permissions of any new file (umask)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    atomic_write(path, lambda f: f.write(data))
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """`text` encoded as UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"))

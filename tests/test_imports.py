@@ -1,0 +1,148 @@
+"""Imports inside `detect` run one way: the graph of `detect` modules has no cycle.
+
+Every `import` and `from ... import` counts, at module level and inside functions (a deferred import still
+ties two modules together; it only hides the circle from the interpreter). Relative imports are resolved.
+`from pkg import name` is an edge to the submodule `pkg.name` when there is one, else to `pkg`. Running a
+package's `__init__` before its submodule is not an edge: package `__init__`s only re-export.
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "detect"
+
+
+def package_modules(root: Path, package: str) -> dict[str, Path]:
+    """{dotted module name: file} of every module of `package` (a folder under `root`)."""
+    modules = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The modules of `modules` that module `name` (file `path`) imports anywhere in its body."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+    def known(target: str) -> str | None:
+        while target and target not in modules:  # `import detect.data.x.Y`-style dotted names
+            target = target.rpartition(".")[0]
+        return target or None
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(known(alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # `from .x import y`: one dot is this package, each further dot its parent
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                found.add(submodule if submodule in modules else known(base))
+    found.discard(None)
+    found.discard(name)
+    return found
+
+
+def import_graph(root: Path = ROOT, package: str = PACKAGE) -> dict[str, set[str]]:
+    """{module: the package's modules it imports} for every module of `package`."""
+    modules = package_modules(root, package)
+    return {name: imported_modules(name, path, modules) for name, path in modules.items()}
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (a -> b -> ... -> a) through every strongly connected group of modules (Tarjan)."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def connect(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return [_cycle_within(graph, group) for group in groups]
+
+
+def _cycle_within(graph: dict[str, set[str]], group: set[str]) -> list[str]:
+    """A shortest path from the group's first module back to itself, staying inside the group."""
+    start = min(group)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for v in frontier:
+            for w in sorted(graph[v] & group):
+                if w == start:
+                    return paths[v] + [start]
+                if w not in paths:
+                    paths[w] = paths[v] + [w]
+                    following.append(w)
+        frontier = following
+    raise AssertionError(f"group {sorted(group)} is strongly connected but has no cycle through {start}")
+
+
+def test_import_graph_finds_a_planted_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycles(graph) == [["a", "b", "c", "a"]]
+
+
+def test_relative_function_level_and_submodule_imports_are_edges(tmp_path):
+    files = {
+        "pkg/__init__.py": "from .a import f\n",
+        "pkg/a.py": "import json\n\ndef f():\n    from pkg.sub import b\n    return b\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/b.py": "from .. import a\nfrom ..sub import c\nimport pkg.sub.c\n",
+        "pkg/sub/c.py": "from pkg.a import f\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert import_graph(tmp_path, "pkg") == {
+        "pkg": {"pkg.a"}, "pkg.a": {"pkg.sub.b"}, "pkg.sub": set(), "pkg.sub.b": {"pkg.a", "pkg.sub.c"},
+        "pkg.sub.c": {"pkg.a"}}
+
+
+def test_detect_imports_run_one_way():
+    cycles = find_cycles(import_graph())
+    listing = "\n".join(" -> ".join(cycle) for cycle in cycles)
+    print(f"import cycles in {PACKAGE}: {len(cycles)}" + (f"\n{listing}" if listing else ""))
+    assert not cycles, f"import cycles in {PACKAGE} (each module imports the next, the last the first):\n{listing}"
+
+
+def test_packages_import_torch_and_opencv_only_when_a_name_needs_them():
+    code = ("import sys, detect, detect.data, detect.darknet, detect.data.spec; "
+            "print(sorted({'torch', 'cv2'} & set(sys.modules)))")
+    heavy = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert heavy.stdout.strip() == "[]", f"importing the packages imported {heavy.stdout.strip()}"
+    from detect import Darknet
+    from detect.darknet import CfgError, load_weights, save_pt
+    from detect.data import DatasetSource, build_train_loader
+
+    assert Darknet.__module__ == "detect.darknet.model" and callable(build_train_loader) and callable(save_pt)
+    assert DatasetSource.__module__ == "detect.data.sources" and issubclass(CfgError, ValueError)
+    assert callable(load_weights)
