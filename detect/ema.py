@@ -8,6 +8,10 @@ import math
 import torch
 from torch import nn
 
+from detect.config import EMAConfig
+
+_DEFAULTS = EMAConfig()  # the defaults live in detect.config
+
 
 class ModelEMA:
     """`ema = decay(updates) * ema + (1 - decay(updates)) * model` after every optimiser step.
@@ -16,7 +20,7 @@ class ModelEMA:
     The EMA module is a frozen deep copy of the bare (unwrapped) model kept in eval mode.
     """
 
-    def __init__(self, model: nn.Module, decay: float = 0.9999, tau: float = 2000.0, updates: int = 0):
+    def __init__(self, model: nn.Module, decay: float = _DEFAULTS.decay, tau: float = _DEFAULTS.tau, updates: int = 0):
         if not 0.0 <= decay < 1.0:
             raise ValueError(f"EMA decay must be in [0, 1), got {decay}")
         self.module = copy.deepcopy(model).eval()

@@ -61,35 +61,62 @@ def _autocast(device: torch.device, amp_dtype: torch.dtype | None):
     return contextlib.nullcontext()
 
 
-def run_shard(model: torch.nn.Module, loader, device: torch.device, category_ids, conf_thres: float,
-              iou_thres: float, max_det: int, multi_label: bool, amp_dtype: torch.dtype | None, merge: bool,
-              channels_last: bool = False) -> _ShardOutput:
-    """Inference + NMS over this rank's batches; COCO result dicts in original image pixels."""
-    seconds = dict.fromkeys(("preprocess", "inference", "nms"), 0.0)
-    rows, image_ids = [], []
-    tick = time.perf_counter()
-    for images, _targets, metas in loader:
-        images = to_model_input(images, device, channels_last)
-        _synchronize(device)
-        now = time.perf_counter()
-        seconds["preprocess"] += now - tick
-        tick = now
-        with _autocast(device, amp_dtype):
-            pred = model(images).float()  # boxes and scores in float32 whatever the autocast dtype
-        _synchronize(device)
-        now = time.perf_counter()
-        seconds["inference"] += now - tick
-        tick = now
-        detections = non_max_suppression(pred, conf_thres, iou_thres, max_det, multi_label, merge=merge)
+class CocoEvaluator:
+    """COCO metrics over one split, computed across ranks: `reset()`, `process(pred, metas)` per batch, then
+    `compute()` (collective: gathers every rank's detections, rank 0 runs COCOeval, every rank gets the result).
+
+    `source` is the split the images come from (its `category_ids`, `names` and `coco_ground_truth()`); nothing is
+    taken from the loader. `merge` refines each kept box to the score-weighted mean of its NMS cluster (higher
+    mAP; the plain protocol of other implementations is multi_label=False, merge=False).
+    """
+
+    def __init__(self, source, conf_thres: float = 0.001, iou_thres: float = 0.6, max_det: int = 300,
+                 multi_label: bool = True, merge: bool = True):
+        self.source = source
+        self.conf_thres, self.iou_thres, self.max_det = conf_thres, iou_thres, max_det
+        self.multi_label, self.merge = multi_label, merge
+        self.reset()
+
+    def reset(self) -> None:
+        self._rows, self._image_ids = [], []
+        self.seconds = dict.fromkeys(("preprocess", "inference", "nms"), 0.0)  # this rank's stage times
+
+    def process(self, pred: torch.Tensor, metas) -> None:
+        """NMS of one batch's [N, P, 5+K] predictions; rows in original image pixels."""
+        tick = time.perf_counter()
+        detections = non_max_suppression(pred, self.conf_thres, self.iou_thres, self.max_det, self.multi_label,
+                                         merge=self.merge)
         for det, meta in zip(detections, metas):
             image_id = int(_meta(meta, "image_id"))
             boxes = scale_to_original(det, _meta(meta, "ratio"), _meta(meta, "pad"), _meta(meta, "orig_size"))
-            rows.append(detections_to_rows(torch.cat((boxes, det[:, 4:6]), dim=1), image_id, category_ids))
-            image_ids.append(image_id)
-        now = time.perf_counter()
-        seconds["nms"] += now - tick
-        tick = now  # the next batch's loading counts as preprocessing
-    return _ShardOutput(np.concatenate(rows) if rows else np.zeros((0, 7)), image_ids, seconds)
+            self._rows.append(detections_to_rows(torch.cat((boxes, det[:, 4:6]), dim=1), image_id,
+                                                 self.source.category_ids))
+            self._image_ids.append(image_id)
+        self.seconds["nms"] += time.perf_counter() - tick
+
+    def gather(self) -> list[_ShardOutput]:
+        """Every rank's detections (collective; the list is complete on every rank)."""
+        rows = np.concatenate(self._rows) if self._rows else np.zeros((0, 7))
+        return dist.all_gather_object(_ShardOutput(rows, list(self._image_ids), dict(self.seconds)))
+
+    def compute(self) -> EvalResult:
+        """Collective: the metrics, the same on every rank (rank 0 also keeps the COCO result dicts)."""
+        shards = self.gather()
+        outcome, results = (None, None), []
+        if dist.is_main_process():
+            try:
+                result = _evaluate_on_rank0(shards, self.source)
+            except Exception as e:  # tell the other ranks instead of leaving them waiting at the broadcast
+                dist.broadcast_object((None, f"{type(e).__name__}: {e}"))
+                raise
+            results, result.results = result.results, []  # only the metrics travel; rank 0 keeps the results
+            outcome = (result, None)
+        result, failure = dist.broadcast_object(outcome)
+        if failure is not None:
+            raise dist.RemoteRankError(f"COCO evaluation failed on rank 0: {failure}")
+        if dist.is_main_process():
+            result.results = results
+        return result
 
 
 def _merge_shards(shards: list[_ShardOutput]) -> tuple[np.ndarray, list[int], dict[str, float]]:
@@ -121,40 +148,39 @@ def _evaluate_on_rank0(shards: list[_ShardOutput], source) -> EvalResult:
                       [dict(shard.seconds) for shard in shards], results)
 
 
-def evaluate(model: torch.nn.Module, loader, device, conf_thres: float = 0.001, iou_thres: float = 0.6,
-             max_det: int = 300, multi_label: bool = True, amp_dtype: torch.dtype | None = None, merge: bool = True,
+def evaluate(model: torch.nn.Module, loader, evaluator: CocoEvaluator, device, amp_dtype: torch.dtype | None = None,
              channels_last: bool = False) -> EvalResult:
-    """COCO metrics of `model` (the unwrapped / EMA module) over the split of `loader`, on every rank.
+    """COCO metrics of `model` (the unwrapped / EMA module) over this rank's batches of `loader`, on every rank.
 
-    Every rank must call this with its own loader (from build_eval_loader with its rank): the same result is
-    returned everywhere. `amp_dtype` (torch.float16 / torch.bfloat16) runs the model under autocast on CUDA (the
-    model itself is not converted); `channels_last` feeds NHWC inputs to a model converted to that layout.
-    `merge` refines each kept box to the score-weighted mean of its NMS cluster (higher mAP; the plain
-    protocol of other implementations is multi_label=False, merge=False).
+    Every rank must call this with its own loader (from build_eval_loader with its rank) over the split of
+    `evaluator.source`: the same result is returned everywhere. `amp_dtype` (torch.float16 / torch.bfloat16)
+    runs the model under autocast on CUDA (the model itself is not converted); `channels_last` feeds NHWC
+    inputs to a model converted to that layout.
     """
     device = torch.device(device)
-    source = loader.dataset.source
+    evaluator.reset()
+    seconds = evaluator.seconds
     was_training = model.training
     model.eval()
     try:
         with torch.inference_mode():
-            shard = run_shard(model, loader, device, source.category_ids, conf_thres, iou_thres, max_det,
-                              multi_label, amp_dtype, merge, channels_last)
+            tick = time.perf_counter()
+            for images, _targets, metas in loader:
+                images = to_model_input(images, device, channels_last)
+                tick = _lap(seconds, "preprocess", tick, device)  # includes loading the batch
+                with _autocast(device, amp_dtype):
+                    pred = model(images).float()  # boxes and scores in float32 whatever the autocast dtype
+                tick = _lap(seconds, "inference", tick, device)
+                evaluator.process(pred, metas)
+                tick = time.perf_counter()
     finally:
         model.train(was_training)
-    shards = dist.all_gather_object(shard)
-    outcome, results = (None, None), []
-    if dist.is_main_process():
-        try:
-            result = _evaluate_on_rank0(shards, source)
-        except Exception as e:  # tell the other ranks instead of leaving them waiting at the broadcast
-            dist.broadcast_object((None, f"{type(e).__name__}: {e}"))
-            raise
-        results, result.results = result.results, []  # only the metrics travel; rank 0 keeps the results
-        outcome = (result, None)
-    result, failure = dist.broadcast_object(outcome)
-    if failure is not None:
-        raise dist.RemoteRankError(f"COCO evaluation failed on rank 0: {failure}")
-    if dist.is_main_process():
-        result.results = results
-    return result
+    return evaluator.compute()
+
+
+def _lap(seconds: dict, stage: str, since: float, device: torch.device) -> float:
+    """Add the time since `since` (after the device has finished) to `stage`; returns now."""
+    _synchronize(device)
+    now = time.perf_counter()
+    seconds[stage] += now - since
+    return now

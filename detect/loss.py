@@ -7,7 +7,7 @@ The loss decodes the matched predictions with exactly the head's rules (docs/dar
 
 Objectness is a mean over all slots of the local batch; box and class are sums over the local positives divided by
 the global positive count per rank (one small all-reduce), so the gradient DDP averages is the gradient of the
-whole global batch, however it is split across ranks. The hyp gains
+whole global batch, however it is split across ranks. The gains of `LossConfig` (detect.config)
 ``box``/``obj``/``cls`` weight the parts. The cfg's Darknet normalizers (``iou_normalizer`` etc.) scale Darknet's own
 summed gradients and are not used; the head's ``iou_loss`` (giou/diou/ciou) and ``label_smooth_eps`` are.
 """
@@ -15,42 +15,17 @@ summed gradients and are not used; the head's ``iou_loss`` (giou/diou/ciou) and 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from detect.assign import HeadSpec, HeadTargets, build_targets
 from detect.boxes import aligned_iou
+from detect.config import DEFAULT_OBJ_BALANCE, IOU_KINDS, LossConfig
 from detect.darknet.yolo import box_parts
 from detect.dist import all_reduce_sum, get_world_size
 
-# Objectness weight per head stride: fine heads see many small, easy negatives (same idea as YOLOv5's balance).
-DEFAULT_OBJ_BALANCE = {8: 4.0, 16: 1.0, 32: 0.4, 64: 0.1}
-IOU_KINDS = ("iou", "giou", "diou", "ciou")
 _MAX_LOG_SCALE = math.log(1000.0)  # exp(t) beyond this is a diverged prediction; keep the loss finite
-
-
-@dataclass
-class LossConfig:
-    box: float = 0.05
-    obj: float = 1.0
-    cls: float = 0.5
-    anchor_t: float = 4.0
-    iou_loss: str = "ciou"  # used when a head's iou_loss is mse (Darknet's default), i.e. not an IoU kind
-    label_smoothing: float | None = None  # overrides every head's label_smooth_eps when set
-    obj_iou_ratio: float = 1.0  # objectness target = (1-r) + r*IoU
-    obj_balance: dict | None = None  # stride -> weight
-
-    @classmethod
-    def from_hyp(cls, hyp: dict) -> LossConfig:
-        cfg = cls(box=float(hyp.get("box", 0.05)), obj=float(hyp.get("obj", 1.0)), cls=float(hyp.get("cls", 0.5)),
-                  anchor_t=float(hyp.get("anchor_t", 4.0)), iou_loss=str(hyp.get("iou_loss", "ciou")),
-                  label_smoothing=hyp.get("label_smoothing"), obj_iou_ratio=float(hyp.get("obj_iou_ratio", 1.0)),
-                  obj_balance=hyp.get("obj_balance"))
-        if cfg.iou_loss not in IOU_KINDS:
-            raise ValueError(f"hyp iou_loss must be one of {IOU_KINDS}, got {cfg.iou_loss!r}")
-        return cfg
 
 
 def decode_positives(raw: torch.Tensor, head: HeadSpec, t: HeadTargets, stride_xy: torch.Tensor) -> torch.Tensor:
@@ -99,11 +74,11 @@ class YoloLoss:
                 raise ValueError(f"head {i}: iou_loss {kind!r} is not one of mse, {', '.join(IOU_KINDS)}")
 
     @classmethod
-    def for_model(cls, model, hyp: dict) -> YoloLoss:
+    def for_model(cls, model, config: LossConfig) -> YoloLoss:
         heads = [HeadSpec.from_head(h) for h in model.heads]
         if not heads:
             raise ValueError("the model has no [yolo] heads: it cannot be trained as a detector")
-        return cls(heads, LossConfig.from_hyp(hyp))
+        return cls(heads, config)
 
     def _iou_kind(self, head: HeadSpec) -> str:
         kind = str(head.options.get("iou_loss", "mse"))

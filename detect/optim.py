@@ -12,6 +12,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from detect.config import OptimConfig
+
+_DEFAULTS = OptimConfig()  # the defaults live in detect.config
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("cos", "step", "constant")
 
@@ -68,13 +71,20 @@ class LRSchedule:
     total_steps: int
     warmup_steps: int = 0
     kind: str = "cos"
-    lrf: float = 0.01
-    steps: tuple = (0.8, 0.9)
-    scales: tuple = (0.1, 0.1)
-    momentum: float = 0.937
-    warmup_momentum: float = 0.8
-    warmup_bias_lr: float = 0.1
-    warmup_power: float = 1.0
+    lrf: float = _DEFAULTS.lrf
+    steps: tuple = _DEFAULTS.steps
+    scales: tuple = _DEFAULTS.scales
+    momentum: float = _DEFAULTS.momentum
+    warmup_momentum: float = _DEFAULTS.warmup_momentum
+    warmup_bias_lr: float = _DEFAULTS.warmup_bias_lr
+    warmup_power: float = _DEFAULTS.warmup_power
+
+    @classmethod
+    def from_config(cls, optim: OptimConfig, total_steps: int, warmup_steps: int, kind: str) -> LRSchedule:
+        return cls(lr0=optim.lr0, total_steps=total_steps, warmup_steps=warmup_steps, kind=kind, lrf=optim.lrf,
+                   steps=optim.steps, scales=optim.scales, momentum=optim.momentum,
+                   warmup_momentum=optim.warmup_momentum, warmup_bias_lr=optim.warmup_bias_lr,
+                   warmup_power=optim.warmup_power)
 
     def __post_init__(self):
         if self.kind not in SCHEDULES:

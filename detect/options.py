@@ -9,30 +9,22 @@ import argparse
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
-
+from detect.config import load_hyp
 from detect.optim import OPTIMIZERS, SCHEDULES
+from detect.precision import AMP_MODES
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CFG = ROOT / "cfg" / "yolo-mini.cfg"
 DEFAULT_DATA = ROOT / "data" / "synthetic.yaml"
-DEFAULT_HYP = ROOT / "cfg" / "hyp.yaml"
-AMP_MODES = ("auto", "bf16", "fp16", "off")
-
-# hyp keys the training loop itself reads (the loss and the data module read theirs with their own defaults)
-HYP_DEFAULTS = {
-    "lr0": 0.01, "lrf": 0.01, "momentum": 0.937, "weight_decay": 0.0005,
-    "warmup_epochs": 1.0, "warmup_min_steps": 20, "warmup_momentum": 0.8, "warmup_bias_lr": 0.1,
-    "warmup_power": 1.0, "steps": [0.8, 0.9], "scales": [0.1, 0.1],
-    "ema_decay": 0.9999, "ema_tau": 2000.0, "grad_clip": 10.0, "max_nonfinite": 20,
-}
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainOptions:
+    """The run's settings (flags); hyperparameters are `detect.config.Hyp`, read from `hyp`."""
+
     cfg: str = str(DEFAULT_CFG)
     data: str = str(DEFAULT_DATA)
-    hyp: str = str(DEFAULT_HYP)
+    hyp: str | None = None  # None: the defaults of detect.config (cfg/hyp.yaml lists them)
     weights: str | None = None
     epochs: int = 20
     batch_size: int = 8
@@ -69,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "`torchrun --nproc_per_node=N train.py` (DDP; gloo on CPU, NCCL on CUDA).")
     p.add_argument("--cfg", default=d.cfg, help="Darknet model .cfg")
     p.add_argument("--data", default=d.data, help="dataset spec yaml (data/*.yaml)")
-    p.add_argument("--hyp", default=d.hyp, help="hyperparameter yaml (optimiser, loss gains, augmentation)")
+    p.add_argument("--hyp", default=None,
+                   help="hyperparameter yaml (optimiser, loss gains, augmentation); keys left out keep their "
+                        "defaults, which cfg/hyp.yaml lists (default: those defaults)")
     p.add_argument("--weights", default=None,
                    help="initial weights: Darknet .weights, a partial backbone (e.g. darknet53.conv.74) or a .pt; "
                         "every tensor whose shape matches is loaded (fine-tuning onto another class count)")
@@ -128,7 +122,7 @@ def validate(opts: TrainOptions) -> TrainOptions:
     if opts.freeze is not None and opts.freeze != "backbone" and not opts.freeze.isdigit():
         raise ValueError(f"--freeze must be 'backbone' or a number of layers, got {opts.freeze!r}")
     for flag, path in (("--cfg", opts.cfg), ("--data", opts.data), ("--hyp", opts.hyp)):
-        if not Path(path).is_file():
+        if path is not None and not Path(path).is_file():
             raise FileNotFoundError(f"{flag} {path}: no such file")
     if opts.weights is not None and not Path(opts.weights).is_file():
         raise FileNotFoundError(f"--weights {opts.weights}: no such file")
@@ -137,21 +131,6 @@ def validate(opts: TrainOptions) -> TrainOptions:
 
 def parse_options(argv=None) -> TrainOptions:
     args = build_parser().parse_args(argv)
-    return validate(TrainOptions(**vars(args)))
-
-
-def load_hyp(path: str | Path) -> dict:
-    """The hyp yaml merged over the loop's defaults; unknown types and negative values are rejected."""
-    try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ValueError(f"{path}: not valid YAML ({e})") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping of hyperparameters, got {type(raw).__name__}")
-    hyp = {**HYP_DEFAULTS, **raw}
-    for key in ("lr0", "momentum", "weight_decay", "warmup_epochs", "ema_decay", "grad_clip"):
-        if not isinstance(hyp[key], (int, float)) or hyp[key] < 0:
-            raise ValueError(f"{path}: {key} must be a non-negative number, got {hyp[key]!r}")
-    if not 0 <= hyp["ema_decay"] < 1:
-        raise ValueError(f"{path}: ema_decay must be in [0, 1), got {hyp['ema_decay']}")
-    return hyp
+    opts = validate(TrainOptions(**vars(args)))
+    load_hyp(opts.hyp)  # a bad hyp file fails here, before any process group is started
+    return opts

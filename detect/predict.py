@@ -24,13 +24,13 @@ import torch
 
 from detect import dist
 from detect.cli import run_command
+from detect.darknet.load import for_inference, load_model
 from detect.data.augment import letterbox
 from detect.data.geometry import rect_shape, round_up
 from detect.data.images import IMAGE_SUFFIXES, load_image
 from detect.log import setup_logging
 from detect.postprocess import non_max_suppression, scale_to_original
 from detect.runs import next_run_dir
-from detect.val import build_model
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
 
@@ -160,7 +160,8 @@ def summary(det: torch.Tensor, names: list[str]) -> str:
 def run(args) -> Path:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
-    model, checkpoint_names = build_model(args.cfg, args.weights, args.img, ctx.device)
+    loaded = load_model(args.cfg, args.weights, img_size=args.img, exact=True)
+    model, checkpoint_names = for_inference(loaded.model, ctx.device), loaded.names
     names = read_names(args.names) if args.names else checkpoint_names
     names = names or [str(k) for k in range(model.num_classes)]
     if len(names) != model.num_classes:

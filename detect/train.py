@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import logging
 import math
 import os
@@ -19,11 +20,16 @@ import yaml
 
 from detect import dist
 from detect.checkpoint import check_resumable, load_checkpoint
+from detect.config import Hyp, load_hyp
+from detect.darknet.load import load_model, uses_channels_last
+from detect.darknet.surgery import freeze_layers, init_head_priors, set_bn_momentum
 from detect.ema import ModelEMA
+from detect.files import atomic_write_text
 from detect.log import setup_logging
 from detect.loss import YoloLoss
 from detect.optim import LRSchedule, accumulation_steps, build_optimizer
-from detect.options import TrainOptions, load_hyp, parse_options
+from detect.options import TrainOptions, parse_options
+from detect.precision import amp_dtype
 from detect.runs import next_run_dir
 from detect.trainer import Trainer, TrainSetup, TrainState
 
@@ -57,94 +63,19 @@ def new_run_dir(opts: TrainOptions) -> Path:
     return Path(dist.broadcast_object(str(path) if path else None))
 
 
-def backbone_length(model) -> int:
-    """Layers before the straight chain of convolutions that feeds the first [yolo] head."""
-    from detect.darknet.layers import ConvBlock
-    from detect.darknet.yolo import YoloHead
-
-    first_head = next(i for i, m in enumerate(model.layers) if isinstance(m, YoloHead))
-    i = first_head - 1
-    while i >= 0 and isinstance(model.layers[i], ConvBlock):
-        i -= 1
-    return i + 1
-
-
-def freeze_layers(model, spec: str | None) -> list:
-    """Freeze the first layers ('backbone' or N): no gradients, BatchNorm kept in eval. Returns those BN modules."""
-    if spec is None:
-        return []
-    count = backbone_length(model) if spec == "backbone" else int(spec)
-    if count > len(model.layers):
-        raise ValueError(f"--freeze {spec}: the cfg has only {len(model.layers)} layers")
-    frozen_bn = []
-    for layer in list(model.layers)[:count]:
-        for p in layer.parameters():
-            p.requires_grad_(False)
-        frozen_bn += [m for m in layer.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
-    log.info("froze %d layers (%s)", count, spec)
-    return frozen_bn
-
-
-def build_model(cfg, num_classes: int, weights: str | None, ctx: dist.DistContext):
-    from detect.darknet.model import Darknet
-
-    model = Darknet(cfg, num_classes=num_classes)
-    if model.is_classifier:
-        raise ValueError(f"--cfg {cfg}: a classifier cfg has no [yolo] heads; pick a detection cfg")
-    if weights:
-        from detect.darknet.weights import load_weights
-
-        report = load_weights(model, weights)  # logs what it loaded and skipped
-        model.weights_report = report
-    return model
-
-
-def init_head_priors(model, img_size: int) -> None:
-    """From-scratch start: bias the convs feeding the heads to a low objectness prior (about 8 objects per
-    image spread over each head's cells) and uniform class probabilities, so early steps are not spent there."""
-    from detect.darknet.layers import ConvBlock
-
-    for head in model.heads:
-        feeder = model.layers[head.layer_index - 1]
-        if not isinstance(feeder, ConvBlock) or feeder.conv.bias is None or head.new_coords:
-            continue
-        cells = (img_size / max(head.stride)) ** 2
-        with torch.no_grad():
-            bias = feeder.conv.bias.view(head.num_anchors, -1)
-            prior = min(8.0 / cells, 0.5)
-            bias[:, 4] += math.log(prior / (1.0 - prior))
-            bias[:, 5:] += math.log(0.6 / max(head.num_classes - 0.99, 0.01))
-
-
-def set_bn_momentum(model, momentum) -> None:
-    """hyp bn_momentum (PyTorch convention) for every BatchNorm; null keeps the model's (Darknet's 0.01)."""
-    if momentum is None:
-        return
-    for m in model.modules():
-        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
-            m.momentum = float(momentum)
-
-
-def amp_dtype_for(mode: str, device: torch.device) -> torch.dtype | None:
-    if device.type != "cuda" or mode == "off":
-        return None
-    if mode == "bf16" or (mode == "auto" and torch.cuda.is_bf16_supported()):
-        return torch.bfloat16
-    return torch.float16
-
-
 def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, stride: int, ctx):
     """A callable(model) -> (mAP@0.5:0.95, metrics) over the opened val split, or None without one."""
     from detect.data.loader import build_eval_loader
-    from detect.evaluate import evaluate
+    from detect.evaluate import CocoEvaluator, evaluate
 
     if val_source is None:
         log.warning("the data spec has no val split: best.pt follows the training loss")
         return None
     loader = build_eval_loader(val_source, "val", img_size, batch_size, workers, stride, ctx.rank, ctx.world_size)
+    evaluator = CocoEvaluator(val_source)
 
     def run(model):
-        result = evaluate(model, loader, ctx.device, channels_last=ctx.device.type == "cuda")
+        result = evaluate(model, loader, evaluator, ctx.device, channels_last=uses_channels_last(ctx.device))
         log.info("val: mAP@0.5 %.4f  mAP@0.5:0.95 %.4f (%d images)", result.map50, result.map, result.num_images)
         return result.map, {"map50": result.map50, "map": result.map}
 
@@ -152,16 +83,20 @@ def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, str
 
 
 class ResultsCsv:
+    """results.csv of a run, one row per epoch; the whole file is rewritten atomically, so a reader (or a kill
+    mid-write) never sees a half row."""
+
     def __init__(self, path: Path):
         self.path = path
 
     def __call__(self, row: dict) -> None:
-        new = not self.path.exists()
-        with open(self.path, "a", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
-            if new:
-                w.writeheader()
-            w.writerow({k: (f"{row[k]:.6g}" if isinstance(row.get(k), float) else row.get(k, "")) for k in CSV_FIELDS})
+        out = io.StringIO()
+        w = csv.DictWriter(out, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+        if not self.path.exists():
+            w.writeheader()
+        w.writerow({k: (f"{row[k]:.6g}" if isinstance(row.get(k), float) else row.get(k, "")) for k in CSV_FIELDS})
+        old = self.path.read_text() if self.path.exists() else ""
+        atomic_write_text(self.path, old + out.getvalue())
         log.info("epoch %d: box %.4f obj %.4f cls %.4f lr %.2e mAP@0.5 %s (%.1f s)", row["epoch"], row["box"],
                  row["obj"], row["cls"], row["lr"], f"{row['map50']:.4f}" if "map50" in row else "-", row["time"])
 
@@ -179,24 +114,24 @@ def open_sources(opts: TrainOptions):
     return train_source, open_split(spec, "val", opts.cache_dir) if has_val else None
 
 
-def build_setup(opts: TrainOptions, hyp: dict, ctx: dist.DistContext, run_dir: Path, cfg_source,
+def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Path, cfg_source,
                 weights: str | None, sources=None) -> TrainSetup:
     """Everything the loop needs; `sources` (train, val) are opened from --data unless given."""
     from detect.data.loader import build_train_loader
 
     train_source, val_source = sources or open_sources(opts)
     names = list(train_source.names)
-    model = build_model(cfg_source, len(names), weights, ctx)
+    model = load_model(cfg_source, weights, num_classes=len(names)).model  # load_weights logs the transfer
     img_size = opts.img_size or max(model.input_size)
     if img_size % model.max_stride:
         raise ValueError(f"--img-size {img_size} must be a multiple of the cfg's largest stride {model.max_stride}")
     if weights is None:  # from scratch (a resumed run overwrites this with its checkpoint)
         init_head_priors(model, img_size)
-    set_bn_momentum(model, hyp.get("bn_momentum"))
+    set_bn_momentum(model, hyp.optim.bn_momentum)
     frozen_bn = freeze_layers(model, opts.freeze)
     model.to(ctx.device)
-    channels_last = ctx.device.type == "cuda"
-    if channels_last:  # NHWC is the layout of the tensor cores' convolution kernels
+    channels_last = uses_channels_last(ctx.device)
+    if channels_last:
         model.to(memory_format=torch.channels_last)
         torch.backends.cudnn.benchmark = True  # fixed shapes: time the kernels once, then use the fastest
     if dist.use_sync_bn(opts.sync_bn, ctx.device, ctx.world_size):
@@ -207,24 +142,21 @@ def build_setup(opts: TrainOptions, hyp: dict, ctx: dist.DistContext, run_dir: P
     ddp_model = dist.wrap_ddp(model, ctx)  # broadcasts rank 0's parameters and buffers
     if opts.compile:
         ddp_model = torch.compile(ddp_model)
-    ema = ModelEMA(model, float(hyp["ema_decay"]), float(hyp["ema_tau"])) if opts.ema else None
-    loader = build_train_loader(train_source, img_size, opts.batch_size, hyp, opts.workers, model.max_stride,
+    ema = ModelEMA(model, hyp.ema.decay, hyp.ema.tau) if opts.ema else None
+    loader = build_train_loader(train_source, img_size, opts.batch_size, hyp.augment, opts.workers, model.max_stride,
                                 ctx.rank, ctx.world_size, opts.seed, max_batches=opts.max_batches, epochs=opts.epochs)
     evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx)
     accumulate = accumulation_steps(opts.nbs, opts.batch_size, ctx.world_size)
     steps_per_epoch = math.ceil(len(loader) / accumulate)
+    optim = hyp.optim
     # weight decay follows the images per step relative to the nominal batch
-    decay = float(hyp["weight_decay"]) * opts.batch_size * ctx.world_size * accumulate / opts.nbs
-    optimizer = build_optimizer(model, opts.optimizer, float(hyp["lr0"]), float(hyp["momentum"]), decay)
+    decay = optim.weight_decay * opts.batch_size * ctx.world_size * accumulate / opts.nbs
+    optimizer = build_optimizer(model, opts.optimizer, optim.lr0, optim.momentum, decay)
     total = opts.epochs * steps_per_epoch
-    warmup = min(max(round(float(hyp["warmup_epochs"]) * steps_per_epoch), int(hyp["warmup_min_steps"])),
-                 total // 2)
-    schedule = LRSchedule(lr0=float(hyp["lr0"]), total_steps=total, warmup_steps=warmup, kind=opts.schedule,
-                          lrf=float(hyp["lrf"]), steps=tuple(hyp["steps"]), scales=tuple(hyp["scales"]),
-                          momentum=float(hyp["momentum"]), warmup_momentum=float(hyp["warmup_momentum"]),
-                          warmup_bias_lr=float(hyp["warmup_bias_lr"]), warmup_power=float(hyp["warmup_power"]))
-    amp_dtype = amp_dtype_for(opts.amp, ctx.device)
-    scaler = torch.amp.GradScaler(ctx.device.type, enabled=amp_dtype == torch.float16)
+    warmup = min(max(round(optim.warmup_epochs * steps_per_epoch), optim.warmup_min_steps), total // 2)
+    schedule = LRSchedule.from_config(optim, total, warmup, opts.schedule)
+    amp = amp_dtype(opts.amp, ctx.device)
+    scaler = torch.amp.GradScaler(ctx.device.type, enabled=amp == torch.float16)
     multi_scale = None
     if opts.multi_scale:
         from detect.data.multiscale import MultiScale
@@ -232,26 +164,26 @@ def build_setup(opts: TrainOptions, hyp: dict, ctx: dist.DistContext, run_dir: P
         multi_scale = MultiScale(img_size, model.max_stride, seed=opts.seed)
     log.info("%s: %d classes, img %d, batch %d x %d processes x %d accumulated, %d steps/epoch, %s%s",
              Path(str(opts.cfg)).name, len(names), img_size, opts.batch_size, ctx.world_size, accumulate,
-             steps_per_epoch, opts.optimizer, f", AMP {amp_dtype}" if amp_dtype else "")
-    return TrainSetup(ctx=ctx, model=model, ddp_model=ddp_model, loss=YoloLoss.for_model(model, hyp),
-                      optimizer=optimizer, schedule=schedule, scaler=scaler, amp_dtype=amp_dtype, ema=ema,
-                      train_loader=loader, accumulate=accumulate, nbs=opts.nbs, epochs=opts.epochs,
-                      hyp=hyp, names=names, opts=opts.to_dict(), run_dir=run_dir, evaluate_fn=evaluate_fn,
-                      frozen_bn=frozen_bn, multi_scale=multi_scale, channels_last=channels_last)
+             steps_per_epoch, opts.optimizer, f", AMP {amp}" if amp else "")
+    return TrainSetup(ctx=ctx, model=model, ddp_model=ddp_model, loss=YoloLoss.for_model(model, hyp.loss),
+                      optimizer=optimizer, schedule=schedule, scaler=scaler, amp_dtype=amp, ema=ema,
+                      train_loader=loader, accumulate=accumulate, hyp=hyp, names=names, opts=opts, run_dir=run_dir,
+                      evaluate_fn=evaluate_fn, frozen_bn=frozen_bn, multi_scale=multi_scale,
+                      channels_last=channels_last)
 
 
 def prepare(opts: TrainOptions, ctx: dist.DistContext):
     """(options, hyp, run dir, cfg source, weights, checkpoint to resume or None)."""
     resume_path = find_resume_checkpoint(opts)
     if resume_path is None:
-        hyp = load_hyp(opts.hyp)
-        return opts, hyp, new_run_dir(opts), opts.cfg, opts.weights, None
+        return opts, load_hyp(opts.hyp), new_run_dir(opts), opts.cfg, opts.weights, None
     ckpt = load_checkpoint(resume_path)
     check_resumable(ckpt, resume_path)
-    saved = TrainOptions(**{k: v for k, v in ckpt["opts"].items() if k in TrainOptions.__dataclass_fields__})
-    saved.device, saved.workers, saved.resume = opts.device, opts.workers, str(resume_path)
+    saved = {k: v for k, v in ckpt["opts"].items() if k in TrainOptions.__dataclass_fields__}
+    saved = TrainOptions(**{**saved, "device": opts.device, "workers": opts.workers, "resume": str(resume_path)})
+    hyp = Hyp.from_dict(ckpt["hyp"], f"{resume_path} (its hyp)")
     log.info("resuming %s from epoch %d, step %d", resume_path, ckpt["epoch"], ckpt["step"])
-    return saved, ckpt["hyp"], resume_path.parent, ckpt["cfg_text"], None, ckpt
+    return saved, hyp, resume_path.parent, ckpt["cfg_text"], None, ckpt
 
 
 def build_trainer(opts: TrainOptions, ctx: dist.DistContext, trainer_cls=Trainer) -> Trainer:
@@ -261,8 +193,8 @@ def build_trainer(opts: TrainOptions, ctx: dist.DistContext, trainer_cls=Trainer
     setup = build_setup(opts, hyp, ctx, run_dir, cfg_source, weights)
     torch.manual_seed(opts.seed + 1000 * ctx.rank + 1)  # per-rank stream for anything random in the loop
     if ctx.is_main and ckpt is None:
-        (run_dir / "opts.yaml").write_text(yaml.safe_dump(opts.to_dict(), sort_keys=False))
-        (run_dir / "hyp.yaml").write_text(yaml.safe_dump(hyp, sort_keys=False))
+        atomic_write_text(run_dir / "opts.yaml", yaml.safe_dump(opts.to_dict(), sort_keys=False))
+        atomic_write_text(run_dir / "hyp.yaml", yaml.safe_dump(hyp.to_dict(), sort_keys=False))
     trainer = trainer_cls(setup, on_epoch_end=ResultsCsv(run_dir / "results.csv"))
     if ckpt is not None:
         trainer.restore(ckpt)
@@ -276,8 +208,8 @@ def run(opts: TrainOptions, ctx: dist.DistContext) -> TrainState:
         state = trainer.fit()
     finally:
         signal.signal(signal.SIGTERM, previous)
-        trainer.s.train_loader.close()
-    log.info("done: %s (best fitness %.4f)", trainer.s.run_dir, state.best_fitness)
+        trainer.setup.train_loader.close()
+    log.info("done: %s (best fitness %.4f)", trainer.setup.run_dir, state.best_fitness)
     return state
 
 

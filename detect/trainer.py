@@ -17,9 +17,12 @@ from torch import nn
 
 from detect import dist
 from detect.checkpoint import build_checkpoint, copy_atomic, rng_state, save_checkpoint, set_rng_state
+from detect.config import Hyp
 from detect.ema import ModelEMA
 from detect.loss import YoloLoss
 from detect.optim import LRSchedule
+from detect.options import TrainOptions
+from detect.precision import autocast
 from detect.preprocess import to_model_input
 
 log = logging.getLogger(__name__)
@@ -44,11 +47,9 @@ class TrainSetup:
     ema: ModelEMA | None
     train_loader: object  # detect.data.loader.TrainLoader (or anything with len() and epoch(e, start))
     accumulate: int
-    nbs: int
-    epochs: int
-    hyp: dict
+    hyp: Hyp
     names: list
-    opts: dict
+    opts: TrainOptions  # epochs, nbs, eval_interval, ... (stored in checkpoints as plain data)
     run_dir: Path
     evaluate_fn: object = None  # callable(model) -> (fitness, metrics dict), same on every rank
     frozen_bn: list = field(default_factory=list)
@@ -71,49 +72,44 @@ class TrainState:
 
 class Trainer:
     def __init__(self, setup: TrainSetup, state: TrainState | None = None, on_epoch_end=None):
-        self.s = setup
+        self.setup = setup
         self.state = state or TrainState()
         self.on_epoch_end = on_epoch_end  # callable(epoch, row dict) on rank 0 (results.csv)
         self.stop_signal = False  # set by the SIGTERM handler
         self._postfix_time = -math.inf  # when the progress bar last showed the losses
 
     # ---- one micro-batch -------------------------------------------------------------------------------------
-    def _autocast(self):
-        if self.s.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.s.ctx.device.type, dtype=self.s.amp_dtype)
-
     def _prepare(self, images: torch.Tensor, micro_index: int) -> torch.Tensor:
-        x = to_model_input(images, self.s.ctx.device)
-        if self.s.multi_scale is not None:
-            x = self.s.multi_scale.resize(x, self.s.multi_scale.size_for(micro_index))
-        return x.contiguous(memory_format=torch.channels_last) if self.s.channels_last else x
+        x = to_model_input(images, self.setup.ctx.device)
+        if self.setup.multi_scale is not None:
+            x = self.setup.multi_scale.resize(x, self.setup.multi_scale.size_for(micro_index))
+        return x.contiguous(memory_format=torch.channels_last) if self.setup.channels_last else x
 
     def _agree(self, nonfinite: bool) -> tuple[bool, bool]:
         """(any rank non-finite, any rank asked to stop): one all-reduce so every rank takes the same branch."""
-        flags = torch.tensor([float(nonfinite), float(self.stop_signal)], device=self.s.ctx.device)
+        flags = torch.tensor([float(nonfinite), float(self.stop_signal)], device=self.setup.ctx.device)
         dist.all_reduce_sum(flags)
         return bool(flags[0] > 0), bool(flags[1] > 0)
 
     def _micro_step(self, images, targets, micro_index: int, sync: bool) -> torch.Tensor | None:
         """Forward + backward of one micro-batch; None when the loss was non-finite on some rank (skipped)."""
         x = self._prepare(images, micro_index)
-        no_sync = getattr(self.s.ddp_model, "no_sync", None)
+        no_sync = getattr(self.setup.ddp_model, "no_sync", None)
         sync_ctx = no_sync() if (no_sync is not None and not sync) else contextlib.nullcontext()
         with sync_ctx:
-            with self._autocast():
-                raw = self.s.ddp_model(x)
-            loss, parts = self.s.loss(raw, targets, (x.shape[2], x.shape[3]))
+            with autocast(self.setup.ctx.device, self.setup.amp_dtype):
+                raw = self.setup.ddp_model(x)
+            loss, parts = self.setup.loss(raw, targets, (x.shape[2], x.shape[3]))
             nonfinite, stop = self._agree(not bool(torch.isfinite(loss)))
             self.state.stop_requested |= stop
             if nonfinite:
                 return None
             # gradient of one optimiser step = nbs x the mean over its micro-batches (world-size independent)
-            self.s.scaler.scale(loss * (self.s.nbs / self.s.accumulate)).backward()
+            self.setup.scaler.scale(loss * (self.setup.opts.nbs / self.setup.accumulate)).backward()
         return parts
 
     def _optimizer_step(self) -> float:
-        s = self.s
+        s = self.setup
         lr = s.schedule.apply(s.optimizer, self.state.step)
         if not any(p.grad is not None for g in s.optimizer.param_groups for p in g["params"]):
             # every micro-batch of this window was skipped (non-finite loss, agreed by all ranks): nothing to
@@ -121,7 +117,7 @@ class Trainer:
             self.state.step += 1
             return lr
         s.scaler.unscale_(s.optimizer)
-        clip = float(s.hyp.get("grad_clip", 0.0))
+        clip = s.hyp.optim.grad_clip
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(s.model.parameters(), clip)
         s.scaler.step(s.optimizer)
@@ -141,20 +137,27 @@ class Trainer:
         st.nonfinite_run += 1
         log.warning("non-finite loss: micro-batch skipped (%d in a row, %d in total)", st.nonfinite_run,
                     st.nonfinite_total)
-        limit = int(self.s.hyp.get("max_nonfinite", 20))
+        limit = self.setup.hyp.optim.max_nonfinite
         if st.nonfinite_run >= limit:
             raise NonFiniteLossError(f"the loss was non-finite for {limit} micro-batches in a row (epoch "
                                      f"{st.epoch}, step {st.step}): lower lr0 in the hyp file, check the labels, "
                                      f"or try --amp off")
 
+    def train_step(self, images, targets, micro_index: int, last_of_window: bool):
+        """One micro-batch, and the optimiser step when it closes an accumulation window.
+        Returns (loss parts [box, obj, cls] on the device or None when skipped, lr of the step or None)."""
+        parts = self._micro_step(images, targets, micro_index, sync=last_of_window)
+        self._count_nonfinite(parts)
+        return parts, (self._optimizer_step() if last_of_window else None)
+
     # ---- one epoch -------------------------------------------------------------------------------------------
     def _set_train_mode(self) -> None:
-        self.s.model.train()
-        for bn in self.s.frozen_bn:  # frozen layers keep their BatchNorm statistics
+        self.setup.model.train()
+        for bn in self.setup.frozen_bn:  # frozen layers keep their BatchNorm statistics
             bn.eval()
 
     def train_epoch(self) -> dict:
-        s, st = self.s, self.state
+        s, st = self.setup, self.state
         epoch = st.epoch
         if st.epoch_rng is not None and st.batch_in_epoch:
             self._set_rng(st.epoch_rng)  # replay the interrupted epoch's random stream
@@ -169,14 +172,13 @@ class Trainer:
         start = time.perf_counter()
         for i, (images, targets, _paths) in enumerate(s.train_loader.epoch(epoch, skip), start=skip):
             last_of_window = (i + 1) % s.accumulate == 0 or i == n_batches - 1
-            parts = self._micro_step(images, targets, epoch * n_batches + i, sync=last_of_window)
-            self._count_nonfinite(parts)
+            parts, step_lr = self.train_step(images, targets, epoch * n_batches + i, last_of_window)
             if parts is not None:
                 sums += parts
                 counted += 1
             images_seen += images.shape[0]
             if last_of_window:
-                lr = self._optimizer_step()
+                lr = step_lr
                 st.batch_in_epoch = i + 1
                 if st.stop_requested:
                     break
@@ -189,12 +191,12 @@ class Trainer:
                 "img_s": images_seen * s.ctx.world_size / max(time.perf_counter() - start, 1e-9)}
 
     def _progress(self, total: int, epoch: int, initial: int):
-        if not (self.s.progress and self.s.ctx.is_main):
+        if not (self.setup.progress and self.setup.ctx.is_main):
             return None
         from tqdm import tqdm
 
         self._postfix_time = -math.inf
-        return tqdm(total=total, initial=initial, desc=f"epoch {epoch + 1}/{self.s.epochs}", leave=True,
+        return tqdm(total=total, initial=initial, desc=f"epoch {epoch + 1}/{self.setup.opts.epochs}", leave=True,
                     dynamic_ncols=True, mininterval=1.0)
 
     def _update_bar(self, bar, sums: torch.Tensor, counted: int, lr, images, start) -> None:
@@ -204,8 +206,8 @@ class Trainer:
             parts = (sums / max(counted, 1)).tolist()
             post = {"box": f"{parts[0]:.4f}", "obj": f"{parts[1]:.4f}", "cls": f"{parts[2]:.4f}",
                     "lr": f"{lr:.2e}", "img/s": f"{images / max(now - start, 1e-9):.1f}"}
-            if self.s.ctx.device.type == "cuda":
-                post["mem"] = f"{torch.cuda.max_memory_allocated(self.s.ctx.device) / 2**30:.2f}G"
+            if self.setup.ctx.device.type == "cuda":
+                post["mem"] = f"{torch.cuda.max_memory_allocated(self.setup.ctx.device) / 2**30:.2f}G"
             bar.set_postfix(post, refresh=False)
         bar.update(1)
 
@@ -224,17 +226,18 @@ class Trainer:
         rng = st.epoch_rng if st.batch_in_epoch else self._rng()
         every_rng = dist.all_gather_object(rng)
         if dist.is_main_process():
-            ckpt = build_checkpoint(model=self.s.model, ema=self.s.ema, optimizer=self.s.optimizer,
-                                    scaler=self.s.scaler, epoch=st.epoch, step=st.step,
+            ckpt = build_checkpoint(model=self.setup.model, ema=self.setup.ema, optimizer=self.setup.optimizer,
+                                    scaler=self.setup.scaler, epoch=st.epoch, step=st.step,
                                     batch_in_epoch=st.batch_in_epoch, best_fitness=st.best_fitness,
-                                    cfg_text=self.s.model.cfg_text, names=self.s.names, hyp=self.s.hyp,
-                                    opts=self.s.opts, rank_rng=every_rng)
+                                    cfg_text=self.setup.model.cfg_text, names=self.setup.names,
+                                    hyp=self.setup.hyp.to_dict(),
+                                    opts=self.setup.opts.to_dict(), rank_rng=every_rng)
             save_checkpoint(ckpt, path)
         dist.barrier()  # nobody reads (resume, restart) a checkpoint rank 0 is still writing
 
     def restore(self, ckpt: dict) -> None:
         """Load a resumable checkpoint into the bare model, EMA, optimiser, scaler and loop state."""
-        s, st = self.s, self.state
+        s, st = self.setup, self.state
         s.model.load_state_dict(ckpt["model"])
         if s.ema is not None and ckpt.get("ema") is not None:
             s.ema.module.load_state_dict(ckpt["ema"])
@@ -261,17 +264,17 @@ class Trainer:
     def _sync_ema_buffers(self) -> None:
         """Per-process BatchNorm (CPU) leaves each rank's running statistics one local update apart: give every
         rank rank 0's EMA buffers so the sharded evaluation sees one model."""
-        if self.s.ema is None or not self.s.ctx.distributed:
+        if self.setup.ema is None or not self.setup.ctx.distributed:
             return
-        buffers = dist.broadcast_object({k: v.cpu() for k, v in self.s.ema.module.named_buffers()})
+        buffers = dist.broadcast_object({k: v.cpu() for k, v in self.setup.ema.module.named_buffers()})
         with torch.no_grad():
-            for name, value in self.s.ema.module.named_buffers():
+            for name, value in self.setup.ema.module.named_buffers():
                 value.copy_(buffers[name])
 
     # ---- the run ---------------------------------------------------------------------------------------------
     def fit(self) -> TrainState:
-        s, st = self.s, self.state
-        while st.epoch < s.epochs:
+        s, st = self.setup, self.state
+        while st.epoch < s.opts.epochs:
             t0 = time.perf_counter()
             row = self.train_epoch()
             if st.stop_requested:
@@ -281,10 +284,10 @@ class Trainer:
                 return st
             st.epoch += 1
             st.batch_in_epoch = 0
-            final = st.epoch == s.epochs
+            final = st.epoch == s.opts.epochs
             self._sync_ema_buffers()
             fitness, metrics = None, {}
-            if s.evaluate_fn is not None and (st.epoch % int(s.opts.get("eval_interval", 1)) == 0 or final):
+            if s.evaluate_fn is not None and (st.epoch % s.opts.eval_interval == 0 or final):
                 fitness, metrics = s.evaluate_fn(s.ema.module if s.ema is not None else s.model)
             elif s.evaluate_fn is None:  # no evaluator: a loss-based fitness keeps best.pt meaningful
                 fitness = -(row["box"] + row["obj"] + row["cls"])

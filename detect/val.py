@@ -17,20 +17,17 @@ import os
 import sys
 from pathlib import Path
 
-import torch
-
 from detect import dist
-from detect.checkpoint import checkpoint_state_dict, is_torch_checkpoint
 from detect.cli import run_command
 from detect.coco import STAT_NAMES, format_class_table, format_summary
-from detect.darknet import Darknet, load_weights
-from detect.evaluate import EvalResult, evaluate
+from detect.darknet.load import for_inference, load_model, uses_channels_last
+from detect.evaluate import CocoEvaluator, EvalResult, evaluate
+from detect.files import atomic_write_text
 from detect.log import setup_logging
+from detect.precision import AMP_DTYPES, amp_dtype
 from detect.runs import next_run_dir
 
 log = logging.getLogger(__name__)
-
-EVAL_AMP = {"off": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def default_workers() -> int:
@@ -53,7 +50,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--square", action="store_true", help="square img x img letterbox instead of rect canvases")
     p.add_argument("--single-label", action="store_true", help="one label per box (best class) instead of multi")
     p.add_argument("--no-merge", action="store_true", help="plain NMS instead of merge-NMS")
-    p.add_argument("--amp", default="off", choices=tuple(EVAL_AMP), help="autocast precision on CUDA (ignored on the CPU)")
+    p.add_argument("--amp", default="off", choices=tuple(AMP_DTYPES), help="autocast precision on CUDA (ignored on the CPU)")
     p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
     p.add_argument("--save-json", action="store_true", help="write the COCO results json")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -70,54 +67,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def build_model(cfg, weights, img_size: int, device: torch.device) -> tuple[Darknet, list[str] | None]:
-    """The model of `cfg` with every tensor from `weights`, fused, in eval mode on `device`.
-
-    A .pt checkpoint may supply the cfg (its `cfg_text`) and class names. Weights that do not fit the cfg
-    exactly are an error here: evaluating a partly initialised model would give meaningless numbers.
-    """
-    weights = Path(weights)
-    if not weights.is_file():
-        raise FileNotFoundError(f"--weights {weights}: file not found")
-    names = None
-    if is_torch_checkpoint(weights):
-        checkpoint = torch.load(weights, map_location="cpu", weights_only=True)
-        if isinstance(checkpoint, dict):
-            names = list(checkpoint.get("names") or []) or None
-            cfg = cfg or checkpoint.get("cfg_text")
-        checkpoint_state_dict(checkpoint)  # raises when the file holds no weights
-    if cfg is None:
-        raise ValueError(f"--cfg is required: {weights} is a Darknet .weights file, which holds no cfg")
-    model = Darknet(cfg, img_size=img_size)
-    if model.is_classifier:
-        raise ValueError(f"{cfg}: a classifier cfg (no [yolo] layer) cannot be evaluated as a detector")
-    report = load_weights(model, weights)
-    problems = list(report.get("skipped", [])) + list(report.get("missing", []))
-    if problems:
-        raise ValueError(f"{weights} does not fit {model.cfg_path or 'the cfg'} ({model.num_classes} classes): "
-                         f"{len(problems)} tensor(s) differ, e.g. {problems[0]}; pass the cfg the weights were "
-                         f"trained with")
-    return model.fuse().eval().to(device), names
-
-
 def open_checked_split(data, split: str, num_classes: int, weights):
-    """The split's source, after the checks that must fail before any work (dataset vs model)."""
+    """The split's source, opened once, after the checks that must fail before any work (dataset vs model)."""
     from detect.data.loader import open_split
     from detect.data.spec import load_data_spec
 
     spec = load_data_spec(data)
-    if spec.format == "coco":
-        annotations = spec.annotations(split)
-        try:
-            listed = json.loads(annotations.read_text()).get("images")
-        except (OSError, ValueError, AttributeError) as e:
-            raise ValueError(f"{annotations}: not a readable COCO annotation file ({e})") from None
-        if not listed:
-            raise ValueError(f"{annotations}: the annotation file has no images (its `images` list is empty); "
-                             f"point {split}_annotations in {data} at the right file")
     source = open_split(spec, split)
     if not source.records and not source.dropped_image_ids:
-        raise ValueError(f"{data}: the {split} split has no images (check the annotation file / image folder)")
+        where = (f"{spec.annotations(split)} lists none (point {split}_annotations in {data} at the right file)"
+                 if spec.format == "coco" else "check the image folder")
+        raise ValueError(f"{data}: the {split} split has no images; {where}")
     if source.dropped_image_ids:
         bad = [f"{path} ({kind}: {detail})" for path, kind, detail in source.report.entries
                if kind in ("missing", "empty_file", "corrupt", "unsupported_format")]
@@ -140,9 +100,9 @@ def report(result: EvalResult, run_dir: Path, args, save_json: bool) -> None:
     metrics = {"map": result.map, "map50": result.map50, "stats": dict(zip(STAT_NAMES, result.stats)),
                "per_class": [c.__dict__ for c in result.per_class], "timings_ms_per_image": t,
                "num_images": result.num_images, "args": vars(args)}
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=1))
     if save_json:
-        (run_dir / "results.json").write_text(json.dumps(result.results))
+        atomic_write_text(run_dir / "results.json", json.dumps(result.results))
     print(f"results written to {run_dir}")
 
 
@@ -150,19 +110,17 @@ def run(args) -> EvalResult:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
     try:
-        model, _ = build_model(args.cfg, args.weights, args.img, ctx.device)
+        model = for_inference(load_model(args.cfg, args.weights, img_size=args.img, exact=True).model, ctx.device)
         # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
-        open_checked_split(args.data, args.split, model.num_classes, args.weights)
+        source = open_checked_split(args.data, args.split, model.num_classes, args.weights)
         from detect.data.loader import build_eval_loader
 
-        loader = build_eval_loader(args.data, args.split, args.img, args.batch, args.workers, model.max_stride,
+        loader = build_eval_loader(source, args.split, args.img, args.batch, args.workers, model.max_stride,
                                    ctx.rank, ctx.world_size, rect=not args.square)
-        channels_last = ctx.device.type == "cuda"  # NHWC: the layout of the tensor cores' convolutions
-        if channels_last:
-            model.to(memory_format=torch.channels_last)
-        result = evaluate(model, loader, ctx.device, args.conf, args.iou, args.max_det,
-                          multi_label=not args.single_label, amp_dtype=EVAL_AMP[args.amp],
-                          merge=not args.no_merge, channels_last=channels_last)
+        evaluator = CocoEvaluator(source, args.conf, args.iou, args.max_det, multi_label=not args.single_label,
+                                  merge=not args.no_merge)
+        result = evaluate(model, loader, evaluator, ctx.device, amp_dtype=amp_dtype(args.amp, ctx.device),
+                          channels_last=uses_channels_last(ctx.device))
         run_dir = dist.broadcast_object(next_run_dir(args.project, args.name) if ctx.is_main else None)
         if ctx.is_main:
             report(result, run_dir, args, args.save_json)

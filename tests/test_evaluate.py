@@ -6,7 +6,7 @@ import torch
 from pycocotools.coco import COCO
 
 from detect.coco import coco_evaluate, detections_to_rows, format_class_table, rows_to_results, sort_rows
-from detect.evaluate import evaluate
+from detect.evaluate import CocoEvaluator, evaluate
 from tests.distributed import run_distributed
 
 NAMES = ["cat", "dog", "bird"]
@@ -115,7 +115,6 @@ class SyntheticEvalLoader:
     """Square-letterboxed batches over the whole set, whole batches dealt round-robin to ranks."""
 
     def __init__(self, source, batch_size, rank, world_size):
-        self.dataset = type("Dataset", (), {"source": source})()
         g = torch.Generator().manual_seed(1)
         pixels = torch.randint(0, 256, (len(source.sizes), 3, INPUT, INPUT), generator=g, dtype=torch.uint8)
         batches = [range(i, min(i + batch_size, len(source.sizes))) for i in range(0, len(source.sizes), batch_size)]
@@ -140,7 +139,7 @@ def _evaluate_shard(rank, world_size, num_images, silent):
     torch.manual_seed(1234 + rank)  # different global RNG state per rank must not matter
     source = SyntheticSource(SIZES[:num_images])
     loader = SyntheticEvalLoader(source, batch_size=2, rank=rank, world_size=world_size)
-    result = evaluate(TinyDetector(silent=silent), loader, "cpu", conf_thres=0.01, iou_thres=0.6)
+    result = evaluate(TinyDetector(silent=silent), loader, CocoEvaluator(source, conf_thres=0.01, iou_thres=0.6), "cpu")
     return result.stats, [tuple(c.__dict__.values()) for c in result.per_class], result.num_images, \
         len(result.results)
 

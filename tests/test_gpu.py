@@ -20,7 +20,8 @@ import pytest
 import torch
 
 from detect import dist
-from detect.options import DEFAULT_HYP, TrainOptions, load_hyp
+from detect.config import LossConfig
+from detect.options import TrainOptions
 from detect.train import build_trainer
 from tests.conftest import ROOT
 from tests.distributed import run_distributed
@@ -76,7 +77,7 @@ def test_nccl_ddp_steps_with_amp_and_channels_last(amp, shared, tmp_path, nccl_g
     # the whole of coco-tiny's train split for 4 epochs at a constant lr: 40 steps from scratch
     options = gpu_options(shared, tmp_path, amp=amp, epochs=4, max_batches=None, schedule="constant")
     trainer = build_trainer(options, dist.init_distributed("cuda"))
-    s = trainer.s
+    s = trainer.setup
     s.ddp_model = DDP(s.model, device_ids=[0], gradient_as_bucket_view=True)  # the NCCL process group's DDP
     s.evaluate_fn, s.progress = None, False
     expected = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None}[amp]
@@ -108,8 +109,8 @@ def _run(shared, tmp, name, stop_at=None, resume=None):
     trainer = build_trainer(opts, dist.init_distributed("cuda"), _StopAtStep)
     trainer.stop_at = stop_at
     state = trainer.fit()
-    trainer.s.train_loader.close()
-    return flat_params(trainer.s.model), flat_params(trainer.s.ema.module), state, trainer.s.optimizer
+    trainer.setup.train_loader.close()
+    return flat_params(trainer.setup.model), flat_params(trainer.setup.ema.module), state, trainer.setup.optimizer
 
 
 def test_resume_on_gpu_equals_uninterrupted_run(shared, tmp_path):
@@ -165,7 +166,7 @@ def _grads_and_stats(rank: int, world: int, sync_bn: bool):
         model = dist.convert_sync_bn(model)
     ctx = dist.DistContext(rank, world, rank, device, "gloo" if world > 1 else None)
     ddp = dist.wrap_ddp(model, ctx)
-    loss_fn = YoloLoss.for_model(model, load_hyp(DEFAULT_HYP))
+    loss_fn = YoloLoss.for_model(model, LossConfig())
     loss, _ = loss_fn(ddp(images[rank * share:(rank + 1) * share].to(device)), local_targets, (64, 64))
     loss.backward()
     grads = torch.cat([p.grad.flatten() for p in model.parameters()]).cpu().numpy()

@@ -136,7 +136,7 @@ def test_invalid_head_iou_loss_and_config():
     with pytest.raises(ValueError, match="iou_loss"):
         YoloLoss([_head(iou_loss="wat")], LossConfig())
     with pytest.raises(ValueError, match="iou_loss"):
-        LossConfig.from_hyp({"iou_loss": "l1"})
+        LossConfig(iou_loss="l1")
 
 
 @pytest.mark.parametrize("cfg", ["yolo-mini.cfg"])
@@ -163,13 +163,13 @@ def test_decode_agrees_with_the_model_heads(cfg):
 def test_channels_last_model_gives_the_same_loss_and_gradients():
     """The CUDA training layout (NHWC activations, so the heads' raw maps have NHWC strides) on the CPU."""
     from detect.darknet.model import Darknet
-    from detect.options import DEFAULT_HYP, load_hyp
+    from detect.config import LossConfig
 
     torch.manual_seed(0)
     model = Darknet("cfg/yolo-mini.cfg", img_size=64, num_classes=4).train()
     x = torch.rand(2, 3, 64, 64)
     targets = torch.tensor([[0, 1, 0.5, 0.5, 0.3, 0.4], [1, 2, 0.3, 0.6, 0.2, 0.2]])
-    loss_fn = YoloLoss.for_model(model, load_hyp(DEFAULT_HYP))
+    loss_fn = YoloLoss.for_model(model, LossConfig())
     results = []
     for channels_last in (False, True):
         if channels_last:

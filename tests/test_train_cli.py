@@ -11,12 +11,10 @@ import torch
 
 from detect import dist
 from detect.options import parse_options
-from detect.train import amp_dtype_for, backbone_length, build_model, freeze_layers
-from tests.conftest import shared_path
+from detect.darknet.load import load_model
 from tests.test_train_dist import tiny_options
 
 ROOT = Path(__file__).resolve().parents[1]
-CTX = dist.DistContext(0, 1, 0, torch.device("cpu"), None)
 
 
 def test_invalid_flags_fail_before_training(tmp_path):
@@ -36,37 +34,10 @@ def test_sync_bn_policy_and_conversion():
     assert not dist.use_sync_bn("auto", torch.device("cuda", 0), 1)
     with pytest.raises(ValueError, match="needs CUDA"):
         dist.use_sync_bn("on", torch.device("cpu"), 2)
-    model = build_model(str(ROOT / "cfg" / "yolo-mini.cfg"), 4, None, CTX)
+    model = load_model(str(ROOT / "cfg" / "yolo-mini.cfg"), num_classes=4).model
     n_bn = sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
     converted = dist.convert_sync_bn(model)
     assert sum(isinstance(m, torch.nn.SyncBatchNorm) for m in converted.modules()) == n_bn == 10
-    assert amp_dtype_for("auto", torch.device("cpu")) is None and amp_dtype_for("off", torch.device("cuda")) is None
-    assert amp_dtype_for("fp16", torch.device("cuda")) is torch.float16
-
-
-def test_freeze_backbone_of_yolov3_tiny():
-    model = build_model(str(shared_path("darknet-cfg", "yolov3-tiny.cfg")), 3, None, CTX)
-    assert backbone_length(model) == 12  # conv/maxpool stack before the first head's conv chain
-    frozen_bn = freeze_layers(model, "backbone")
-    assert len(frozen_bn) == 6  # the 6 conv+BN layers among layers 0..11
-    assert not any(p.requires_grad for layer in list(model.layers)[:12] for p in layer.parameters())
-    assert all(p.requires_grad for layer in list(model.layers)[12:] for p in layer.parameters())
-
-
-def test_finetune_yolov3_tiny_weights_onto_three_classes():
-    cfg = str(shared_path("darknet-cfg", "yolov3-tiny.cfg"))
-    weights = str(shared_path("weights", "yolov3-tiny.weights"))
-    model = build_model(cfg, 3, weights, CTX)
-    reference = build_model(cfg, None, None, CTX)
-    reference.load_darknet_weights(weights)
-    assert model.num_classes == 3 and model.heads[0].num_classes == 3
-    theirs, mine = reference.state_dict(), model.state_dict()
-    transferable = [k for k in mine if k in theirs and mine[k].shape == theirs[k].shape]
-    assert all(torch.equal(mine[k], theirs[k]) for k in transferable)
-    # only the two class-count-dependent head convs (weights + biases) are skipped
-    skipped = model.weights_report["skipped"]
-    assert len(skipped) == 4 and all("conv" in s for s in skipped)
-    assert len(transferable) == len(mine) - 4
 
 
 def _torchrun(args, tmp_path, env=None, timeout=300):

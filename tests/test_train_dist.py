@@ -38,10 +38,10 @@ def _flat_params(model):
 def _train_and_report(rank, world, tmp):
     ctx = dist.init_distributed("cpu")
     trainer = build_trainer(tiny_options(tmp, epochs=4), ctx)
-    setup, opts, losses = trainer.s, trainer.s.opts, []
-    trainer.s.evaluate_fn = None
+    setup, opts, losses = trainer.setup, trainer.setup.opts, []
+    trainer.setup.evaluate_fn = None
     trainer.on_epoch_end = lambda row: None
-    while trainer.state.epoch < opts["epochs"]:
+    while trainer.state.epoch < opts.epochs:
         row = trainer.train_epoch()
         trainer.state.epoch += 1
         trainer.state.batch_in_epoch = 0
@@ -78,7 +78,7 @@ def _run_once(tmp, name, stop_at=None, resume=None):
     trainer = build_trainer(tiny_options(tmp, name=name, epochs=3, resume=resume, workers=1), ctx, _StopAtStep)
     trainer.stop_at = stop_at
     state = trainer.fit()
-    setup = trainer.s
+    setup = trainer.setup
     lr = setup.optimizer.param_groups[0]["lr"]
     return _flat_params(setup.model), _flat_params(setup.ema.module), state.step, state.epoch, lr
 

@@ -179,12 +179,14 @@ def _subset_spec(folder, shared, count):
 
 def _evaluate_subset(rank, world_size, spec, cfg, weights):
     from detect.data.loader import build_eval_loader
-    from detect.evaluate import evaluate
-    from detect.val import build_model
+    from detect.darknet.load import for_inference, load_model
+    from detect.data.loader import open_split
+    from detect.evaluate import CocoEvaluator, evaluate
 
-    model, _ = build_model(cfg, weights, 320, torch.device("cpu"))
-    loader = build_eval_loader(spec, "val", 320, 2, 0, model.max_stride, rank, world_size, rect=True)
-    result = evaluate(model, loader, "cpu")
+    model = for_inference(load_model(cfg, weights, img_size=320, exact=True).model, torch.device("cpu"))
+    source = open_split(spec, "val")
+    loader = build_eval_loader(source, "val", 320, 2, 0, model.max_stride, rank, world_size, rect=True)
+    result = evaluate(model, loader, CocoEvaluator(source), "cpu")
     return result.stats, [tuple(c.__dict__.values()) for c in result.per_class], result.num_images
 
 

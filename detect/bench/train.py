@@ -22,8 +22,9 @@ from pathlib import Path
 
 import torch
 
+from detect.config import Hyp
 from detect.data.loader import PREFETCH_FACTOR
-from detect.options import DEFAULT_HYP, TrainOptions, load_hyp
+from detect.options import TrainOptions
 
 VARIANT_HELP = ("precision (fp32, bf16, fp16), optionally -nchw (no channels_last) and -compile, e.g. "
                 "bf16 bf16-compile fp32-nchw")
@@ -108,7 +109,7 @@ class Bench:
         self.ctx = dist.init_distributed(args.device)
         train, val = sources
         copies = -(-4 * batch // len(train.records))  # at least four batches per epoch
-        setup = build_setup(opts, load_hyp(DEFAULT_HYP), self.ctx, run_dir, cfg, None, (repeated(train, copies), val))
+        setup = build_setup(opts, Hyp(), self.ctx, run_dir, cfg, None, (repeated(train, copies), val))
         setup.progress, setup.evaluate_fn = False, None
         if not variant["channels_last"]:
             setup.model.to(memory_format=torch.contiguous_format)
@@ -118,9 +119,7 @@ class Bench:
         self.step_index = 0
 
     def step(self, images, targets) -> None:
-        parts = self.trainer._micro_step(images, targets, self.step_index, sync=True)
-        self.trainer._count_nonfinite(parts)  # warns, and stops a run that never recovers
-        self.trainer._optimizer_step()
+        self.trainer.train_step(images, targets, self.step_index, last_of_window=True)
         self.step_index += 1
 
     def _sync(self) -> None:
@@ -142,11 +141,11 @@ class Bench:
         return images / (time.perf_counter() - start)
 
     def loader_batches(self):
-        loader = self.trainer.s.train_loader
+        loader = self.trainer.setup.train_loader
         return itertools.chain.from_iterable(loader.epoch(e) for e in itertools.count())
 
     def close(self) -> None:
-        self.trainer.s.train_loader.close()
+        self.trainer.setup.train_loader.close()
 
 
 def peak_memory_gib(device: torch.device) -> float:

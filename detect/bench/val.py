@@ -44,25 +44,26 @@ def _measure(rank: int, world_size: int, port: int, args, queue) -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     from detect import dist
-    from detect.data.loader import build_eval_loader
-    from detect.evaluate import evaluate
-    from detect.val import EVAL_AMP, build_model
+    from detect.darknet.load import for_inference, load_model, uses_channels_last
+    from detect.data.loader import build_eval_loader, open_split
+    from detect.evaluate import CocoEvaluator, evaluate
+    from detect.precision import amp_dtype
 
     try:
         ctx = dist.init_distributed(args.device)
         if ctx.device.type == "cpu":  # share the cores between the processes
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
-        model, _ = build_model(args.cfg, args.weights, args.img, ctx.device)
-        channels_last = ctx.device.type == "cuda"
-        if channels_last:
-            model.to(memory_format=torch.channels_last)
+        model = for_inference(load_model(args.cfg, args.weights, img_size=args.img, exact=True).model, ctx.device)
+        channels_last = uses_channels_last(ctx.device)
         with torch.inference_mode():  # first-call set-up (allocations, kernels) is not what we measure
             model(torch.zeros(1, 3, args.img, args.img, device=ctx.device))
-        loader = build_eval_loader(args.data, "val", args.img, args.batch, args.workers, model.max_stride,
+        source = open_split(args.data, "val")
+        loader = build_eval_loader(source, "val", args.img, args.batch, args.workers, model.max_stride,
                                    ctx.rank, ctx.world_size, rect=True)
         dist.barrier()
         tick = time.perf_counter()
-        result = evaluate(model, loader, ctx.device, amp_dtype=EVAL_AMP[args.amp], channels_last=channels_last)
+        result = evaluate(model, loader, CocoEvaluator(source), ctx.device,
+                          amp_dtype=amp_dtype(args.amp, ctx.device), channels_last=channels_last)
         wall = time.perf_counter() - tick
         if ctx.is_main:
             queue.put(("ok", result.num_images, result.rank_seconds, result.timings["cocoeval"], wall, result.map))

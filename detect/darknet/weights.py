@@ -162,15 +162,18 @@ def _copy_matching(model, state: dict) -> list[str]:
     return skipped
 
 
-def load_weights(model, path) -> dict:
+def load_weights(model, path, checkpoint: dict | None = None) -> dict:
     """Fine-tuning transfer from a `.weights` file or a `.pt` checkpoint: every tensor whose name and shape match
-    is copied, the rest keep their initialisation; returns a report with `skipped` (and logs it)."""
+    is copied, the rest keep their initialisation; returns a report with `skipped` (and logs it). A `.pt` the
+    caller has already read is passed as `checkpoint` (it is not read again)."""
     path = Path(path)
-    if not path.is_file():
+    if checkpoint is None and not path.is_file():
         raise FileNotFoundError(f"weights file not found: {path}")
-    if not is_torch_checkpoint(path):
+    if checkpoint is None and not is_torch_checkpoint(path):
         return load_darknet_weights(model, path)
-    state = _strip_prefixes(checkpoint_state_dict(torch.load(path, map_location="cpu", weights_only=True), path))
+    if checkpoint is None:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    state = _strip_prefixes(checkpoint_state_dict(checkpoint, path))
     skipped = _copy_matching(model, state)
     missing = sorted(set(model.state_dict()) - set(state))
     report = {"path": str(path), "tensors_loaded": len(state) - len(skipped), "skipped": skipped,

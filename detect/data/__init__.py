@@ -4,7 +4,7 @@ augmentation, DDP samplers and the loader builders (see docs/architecture.md, de
 from detect.lazy import lazy_exports
 
 _HOMES = {
-    "AugmentConfig": "detect.data.augment",
+    "AugmentConfig": "detect.config",
     "build_eval_loader": "detect.data.loader",
     "build_train_loader": "detect.data.loader",
     "open_split": "detect.data.loader",

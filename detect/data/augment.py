@@ -8,43 +8,14 @@ pixel-index convention, so image and boxes move together exactly. Boxes are xyxy
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
 
 import cv2
 import numpy as np
 
+from detect.config import AugmentConfig
 from detect.data.geometry import letterbox_ratio
 
 PAD_VALUE = 114  # grey of the letterbox and mosaic borders (uint8)
-
-
-@dataclass(frozen=True)
-class AugmentConfig:
-    """The augmentation keys of cfg/hyp.yaml with their defaults (other hyp keys are ignored)."""
-
-    hsv_h: float = 0.015
-    hsv_s: float = 0.7
-    hsv_v: float = 0.4
-    degrees: float = 0.0
-    translate: float = 0.1
-    scale: float = 0.5
-    shear: float = 0.0
-    fliplr: float = 0.5
-    mosaic: float = 1.0  # probability
-    min_box_size: float = 2.0  # pixels
-    min_area_ratio: float = 0.1  # kept area / area before clipping
-
-    @classmethod
-    def from_hyp(cls, hyp: dict | None) -> AugmentConfig:
-        hyp = hyp or {}
-        values = {f.name: float(hyp[f.name]) for f in fields(cls) if f.name in hyp}
-        cfg = cls(**values)
-        for name in ("mosaic", "fliplr"):
-            if not 0.0 <= getattr(cfg, name) <= 1.0:
-                raise ValueError(f"hyp {name} is a probability in [0, 1], got {getattr(cfg, name)}")
-        if not 0.0 <= cfg.scale < 1.0:
-            raise ValueError(f"hyp scale must be in [0, 1) (zoom range 1 +- scale), got {cfg.scale}")
-        return cfg
 
 
 def letterbox(image: np.ndarray, shape: tuple[int, int],

@@ -14,7 +14,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, default_collate
 
-from detect.data.augment import AugmentConfig, augment_hsv, flip_boxes_lr, geometric_augment, letterbox
+from detect.config import AugmentConfig
+from detect.data.augment import augment_hsv, flip_boxes_lr, geometric_augment, letterbox
 from detect.data.images import load_image, load_image_for_size, resize_long_side
 from detect.data.sources import DatasetSource
 

@@ -1,13 +1,14 @@
 """The builders the training loop and the evaluator call.
 
-    loader = build_train_loader(spec, img_size, batch_size, hyp, workers, stride, rank, world_size, seed)
+    loader = build_train_loader(spec, img_size, batch_size, augment, workers, stride, rank, world_size, seed)
     for epoch in ...: for images, targets, paths in loader.epoch(epoch): ...   # set_epoch is called for you
     loader.close()
-    loader = build_eval_loader(spec, "val", img_size, batch_size, workers, stride, rank, world_size)
-    for images, targets, metas in loader: ...; loader.dataset.source.coco_ground_truth()
+    source = open_split(spec, "val")    # once; the evaluator gets the same source
+    loader = build_eval_loader(source, "val", img_size, batch_size, workers, stride, rank, world_size)
+    for images, targets, metas in loader: ...
 
-Batches hold uint8 images on the host (pinned when CUDA is present); on the device:
-`images.to(device, non_blocking=True).float().div_(255)`.
+Batches hold uint8 images on the host (pinned when CUDA is present); `detect.preprocess.to_model_input` puts
+them on the device as the model's input.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import cv2
 import torch
 from torch.utils.data import DataLoader
 
-from detect.data.augment import AugmentConfig
+from detect.config import AugmentConfig
 from detect.data.datasets import EvalDataset, TrainDataset, collate_eval, collate_train, worker_init
 from detect.data.samplers import (
     EpochKeyedBatchSampler,
@@ -117,7 +118,8 @@ class TrainLoader:
         self._next = None
 
 
-def build_train_loader(spec, img_size: int, batch_size: int, hyp: dict | None, workers: int, stride: int,
+def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentConfig | None, workers: int,
+                       stride: int,
                        rank: int, world_size: int, seed: int, cache_dir=None, split: str = "train",
                        buffer_images: int | None = None, max_batches: int | None = None,
                        epochs: int | None = None) -> TrainLoader:
@@ -135,7 +137,7 @@ def build_train_loader(spec, img_size: int, batch_size: int, hyp: dict | None, w
     source = open_split(spec, split, cache_dir)
     if buffer_images is None:
         buffer_images = min(8 * batch_size, 512)
-    dataset = TrainDataset(source, img_size, AugmentConfig.from_hyp(hyp), seed=seed, buffer_images=buffer_images)
+    dataset = TrainDataset(source, img_size, augment or AugmentConfig(), seed=seed, buffer_images=buffer_images)
     per_rank = -(-len(dataset) // world_size)
     if per_rank < batch_size:
         raise ValueError(f"{split} split has {len(dataset)} usable images: {per_rank} per rank with "

@@ -1,3 +1,4 @@
+from detect.config import AugmentConfig
 """Bad input is reported (one summary line, a log file of offenders) and skipped, never a crash."""
 
 
@@ -64,7 +65,7 @@ def test_converted_images_decode_at_their_probed_size(corpus):
 
 def test_loaders_run_over_the_corpus(corpus):
     spec, cache_dir, _ = corpus
-    loader = build_train_loader(spec, 64, 3, {}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
+    loader = build_train_loader(spec, 64, 3, AugmentConfig(), 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
     assert sum(len(paths) for _, _, paths in loader.epoch(0)) == 9  # 11 usable images, whole batches of 3
     metas = [m for _, _, ms in build_eval_loader(spec, "val", 64, 4, 0, 32, 0, 1, cache_dir=cache_dir) for m in ms]
     assert len(metas) == 11

@@ -1,3 +1,4 @@
+from detect.config import AugmentConfig
 """Sampling under DDP: training indices once per epoch across ranks in a new order each epoch; every
 evaluation image on exactly one rank with the same letterbox whatever the world size."""
 
@@ -104,7 +105,7 @@ def test_eval_loader_sharding_on_real_files(small_synthetic):
 
 def test_train_loader_batches(small_synthetic):
     spec, cache_dir = small_synthetic
-    loader = build_train_loader(spec, 64, 5, {}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
+    loader = build_train_loader(spec, 64, 5, AugmentConfig(), 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
     batches = list(loader.epoch(0))
     assert len(batches) == 23 // 5
     images, targets, paths = batches[0]
@@ -112,9 +113,9 @@ def test_train_loader_batches(small_synthetic):
     assert targets.shape[1] == 6 and targets[:, 0].max() <= 4 and set(targets[:, 1].long().tolist()) <= {0, 1, 2, 3}
     assert (targets[:, 2:] >= 0).all() and (targets[:, 2:] <= 1).all()
     with pytest.raises(ValueError, match="batch size"):
-        build_train_loader(spec, 64, 24, {}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
+        build_train_loader(spec, 64, 24, AugmentConfig(), 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
     with pytest.raises(ValueError, match="multiple of the model's stride"):
-        build_train_loader(spec, 70, 4, {}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
+        build_train_loader(spec, 70, 4, AugmentConfig(), 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
 
 
 def _epoch_keys(loader, epoch, start=0):
@@ -130,7 +131,7 @@ def test_train_stream_runs_on_across_epochs_and_restarts_where_asked(small_synth
     gives the rest of that epoch, and an epoch left early is followed by a fresh start, all with the same
     per-sample content."""
     spec, cache_dir = small_synthetic
-    loader = build_train_loader(spec, 64, 5, {"mosaic": 1.0}, workers, 32, 0, 1, seed=0, cache_dir=cache_dir)
+    loader = build_train_loader(spec, 64, 5, AugmentConfig(mosaic=1.0), workers, 32, 0, 1, seed=0, cache_dir=cache_dir)
     try:
         paths = [[p for _, _, ps in loader.epoch(e) for p in ps] for e in range(3)]
         assert all(len(p) == 20 for p in paths) and paths[0] != paths[1] != paths[2]  # set_epoch each epoch
@@ -140,7 +141,7 @@ def test_train_stream_runs_on_across_epochs_and_restarts_where_asked(small_synth
         # epoch 3 was left after one batch: asking for batch 2 of it restarts the stream there
         rest = list(loader.epoch(3, 2))
         assert loader._stream[0] is not stream and len(rest) == 2
-        fresh = build_train_loader(spec, 64, 5, {"mosaic": 1.0}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
+        fresh = build_train_loader(spec, 64, 5, AugmentConfig(mosaic=1.0), 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
         reference = list(fresh.epoch(3))
         for got, want in zip([first_of_3] + rest, reference[:1] + reference[2:]):
             assert got[2] == want[2] and torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
@@ -150,7 +151,7 @@ def test_train_stream_runs_on_across_epochs_and_restarts_where_asked(small_synth
 
 def test_train_stream_caps_batches_and_ends_after_the_last_epoch(small_synthetic):
     spec, cache_dir = small_synthetic
-    loader = build_train_loader(spec, 64, 5, {}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir, max_batches=2, epochs=2)
+    loader = build_train_loader(spec, 64, 5, AugmentConfig(), 0, 32, 0, 1, seed=0, cache_dir=cache_dir, max_batches=2, epochs=2)
     assert len(loader) == 2
     assert [len(list(loader.epoch(e))) for e in range(2)] == [2, 2]
     loader.keys.start_at(0)
@@ -171,7 +172,7 @@ def test_mosaic_partners_come_from_the_batch_so_each_image_is_decoded_once(small
     real_load = datasets.load_image_for_size
     monkeypatch.setattr(datasets, "load_image_for_size",
                         lambda path, *size: decoded.append(path) or real_load(path, *size))
-    loader = build_train_loader(spec, 64, 5, {"mosaic": 1.0}, 0, 32, 0, 1, seed=0, cache_dir=cache_dir,
+    loader = build_train_loader(spec, 64, 5, AugmentConfig(mosaic=1.0), 0, 32, 0, 1, seed=0, cache_dir=cache_dir,
                                 buffer_images=5)
     paths = [p for _, _, batch_paths in loader.epoch(3) for p in batch_paths]
     assert len(paths) == 20  # 23 images, 4 batches of 5

@@ -1,0 +1,71 @@
+"""The one way every tool builds a model: a cfg plus optional weights (Darknet `.weights`, a partial backbone
+such as `darknet53.conv.74`, a `.pt` weights file or a training checkpoint), read once.
+
+Training asks for `num_classes` (the cfg's heads are rewritten, and tensors that no longer fit are reported, not
+loaded); evaluation and prediction ask for `exact=True` (weights that do not fit the cfg are an error, since a
+partly initialised model gives meaningless numbers).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from detect.checkpoint import checkpoint_state_dict, is_torch_checkpoint, load_checkpoint
+
+from .model import Darknet
+from .weights import load_weights
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LoadedModel:
+    model: Darknet
+    report: dict | None  # what load_weights copied and skipped (None without weights)
+    names: list[str] | None  # class names a .pt carries (None for .weights)
+
+
+def load_model(cfg=None, weights=None, *, num_classes: int | None = None, img_size=None,
+               exact: bool = False) -> LoadedModel:
+    """Build `cfg` (a path or cfg text; a .pt may supply its own) and load `weights` into it."""
+    checkpoint, names = None, None
+    if weights is not None:
+        weights = Path(weights)
+        if not weights.is_file():
+            raise FileNotFoundError(f"--weights {weights}: file not found")
+        if is_torch_checkpoint(weights):
+            checkpoint = load_checkpoint(weights)
+            checkpoint_state_dict(checkpoint, weights)  # raises when the file holds no weights
+            names = list(checkpoint.get("names") or []) or None
+            cfg = cfg or checkpoint.get("cfg_text")
+    if cfg is None:
+        raise ValueError(f"--cfg is required: {weights} is a Darknet .weights file, which holds no cfg")
+    model = Darknet(cfg, img_size=img_size, num_classes=num_classes)
+    if model.is_classifier:
+        raise ValueError(f"--cfg {model.cfg_path or 'text'}: a classifier cfg has no [yolo] heads; "
+                         f"pick a detection cfg")
+    report = None if weights is None else load_weights(model, weights, checkpoint=checkpoint)
+    if exact and report is not None:
+        problems = list(report.get("skipped", [])) + list(report.get("missing", []))
+        if problems:
+            raise ValueError(f"{weights} does not fit {model.cfg_path or 'the cfg'} ({model.num_classes} "
+                             f"classes): {len(problems)} tensor(s) differ, e.g. {problems[0]}; pass the cfg the "
+                             f"weights were trained with")
+    return LoadedModel(model, report, names)
+
+
+def uses_channels_last(device: torch.device) -> bool:
+    """Whether models and inputs on `device` run in NHWC, the layout of the tensor cores' convolutions."""
+    return device.type == "cuda"
+
+
+def for_inference(model: Darknet, device: torch.device) -> Darknet:
+    """Fused, in eval mode, on `device`, in the memory layout `uses_channels_last` picks."""
+    model = model.fuse().eval().to(device)
+    if uses_channels_last(device):
+        model.to(memory_format=torch.channels_last)
+    return model

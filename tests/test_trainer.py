@@ -1,0 +1,34 @@
+"""The Trainer in this process, no process group: two micro-batches make one optimiser step."""
+
+import torch
+
+from detect import dist
+from detect.train import build_trainer
+from tests.test_train_dist import tiny_options
+
+
+def test_two_micro_batches_make_one_step_in_process(tmp_path):
+    ctx = dist.DistContext(0, 1, 0, torch.device("cpu"), None)
+    assert not torch.distributed.is_initialized()
+    trainer = build_trainer(tiny_options(tmp_path), ctx)
+    setup = trainer.setup
+    try:
+        assert setup.accumulate == 2 and setup.opts.nbs == 8 and setup.hyp.optim.lr0 == 0.02
+        before = [p.detach().clone() for p in setup.model.parameters()]
+        trainer._set_train_mode()
+        batches = setup.train_loader.epoch(0)
+        lrs = []
+        for i in range(2):
+            images, targets, _ = next(batches)
+            parts, lr = trainer.train_step(images, targets, i, last_of_window=i == 1)
+            assert parts.shape == (3,) and torch.isfinite(parts).all() and float(parts.sum()) > 0
+            lrs.append(lr)
+        assert lrs[0] is None and lrs[1] == setup.schedule.values(0)[0][0]  # lr of step 0 of the schedule
+        assert trainer.state.step == 1 and setup.ema.updates == 1
+        changed = {id(p) for a, p in zip(before, setup.model.parameters()) if not torch.equal(a, p)}
+        # warm-up starts the weight groups at lr 0 and the bias group at warmup_bias_lr: exactly those move
+        moving = {id(p) for g in setup.optimizer.param_groups if g["lr"] > 0 for p in g["params"]}
+        assert changed == moving and len(moving) == 12  # the 12 bias vectors
+        assert all(p.grad is None for p in setup.model.parameters())  # cleared for the next window
+    finally:
+        setup.train_loader.close()
