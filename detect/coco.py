@@ -94,13 +94,38 @@ def _class_ap(precision: np.ndarray, k: int) -> tuple[float, float]:
     return (float(p50.mean()) if p50.size else 0.0), ap
 
 
+def _cocoeval_class():
+    """COCOeval that matches ground truth flagged `difficult` (VOC difficult objects, see
+    detect.data.sources) by IoU; COCO's own crowd regions keep intersection over the detection's area.
+
+    A difficult box is a crowd box (`iscrowd` 1), because COCOeval ignores only those: a detection matched to
+    it is neither a true nor a false positive, it may match any number of detections, and missing it costs no
+    recall, all as in the VOC devkit. Matched as a crowd, though, any small detection inside it would be
+    ignored, where VOC counts one with IoU below the threshold as a false positive.
+    """
+    from pycocotools import mask as mask_utils
+    from pycocotools.cocoeval import COCOeval
+
+    class DifficultAwareCOCOeval(COCOeval):
+        def computeIoU(self, imgId, catId):  # pycocotools' names
+            gts = self._gts[imgId, catId]
+            if not self.params.useCats or not any(g.get("difficult") for g in gts):
+                return super().computeIoU(imgId, catId)
+            # the detections in COCOeval's order: by score, stable, at most the largest maxDets
+            dts = sorted(self._dts[imgId, catId], key=lambda d: -d["score"])[:self.params.maxDets[-1]]
+            crowd = [int(bool(g["iscrowd"]) and not g.get("difficult")) for g in gts]
+            return mask_utils.iou([d["bbox"] for d in dts], [g["bbox"] for g in gts], crowd)
+
+    return DifficultAwareCOCOeval
+
+
 def coco_evaluate(coco_gt, results: list[dict], image_ids: Sequence[int], names: Sequence[str],
                   category_ids: Sequence[int]) -> tuple[list[float], list[ClassAP]]:
     """Run COCOeval (bbox) over `image_ids`: the 12 stats and AP per class with ground truth.
 
-    No detections at all gives zeros (pycocotools cannot load an empty result list).
+    No detections at all gives zeros (pycocotools cannot load an empty result list). Ground truth flagged
+    `difficult` is ignored the VOC way (`_cocoeval_class`).
     """
-    from pycocotools.cocoeval import COCOeval
 
     image_ids = sorted(int(i) for i in image_ids)
     counts = _ground_truth_counts(coco_gt, image_ids)
@@ -111,7 +136,7 @@ def coco_evaluate(coco_gt, results: list[dict], image_ids: Sequence[int], names:
         return [0.0] * len(STAT_NAMES), per_class
 
     coco_dt = _quiet(coco_gt.loadRes, results)
-    evaluator = COCOeval(coco_gt, coco_dt, "bbox")
+    evaluator = _cocoeval_class()(coco_gt, coco_dt, "bbox")
     evaluator.params.imgIds = image_ids
     # COCOeval sorts the category ids; precision's class axis follows that order
     evaluated_ids = sorted({int(c) for c in category_ids})

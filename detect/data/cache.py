@@ -23,7 +23,7 @@ from detect.files import atomic_write
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: per-box `difficult` flags
 
 
 @dataclass
@@ -77,6 +77,7 @@ def save_labels(path: Path, key: str, labels: SplitLabels) -> None:
         "counts": np.array([len(r.classes) for r in recs], dtype=np.int64),
         "boxes": np.concatenate([r.boxes for r in recs] or [np.zeros((0, 4), np.float32)]).astype(np.float32),
         "classes": np.concatenate([r.classes for r in recs] or [np.zeros(0, np.int64)]).astype(np.int64),
+        "difficult": np.concatenate([r.difficult for r in recs] or [np.zeros(0, bool)]).astype(bool),
         "meta": np.array(json.dumps(meta)),
     }
     atomic_write(path, lambda f: np.savez(f, **arrays))
@@ -96,10 +97,11 @@ def load_labels(path: Path, key: str) -> tuple[SplitLabels | None, str]:
             paths, sizes, ids = z["paths"], z["sizes"], z["image_ids"]
             ends = np.cumsum(z["counts"])
             boxes, classes = np.split(z["boxes"], ends[:-1]), np.split(z["classes"], ends[:-1])
+            difficult = np.split(z["difficult"], ends[:-1])
     except Exception as e:  # any damage means: rebuild
         return None, f"unreadable ({type(e).__name__}: {e})"
-    records = [ImageRecord(str(p), int(s[0]), int(s[1]), b, c, int(i))
-               for p, s, i, b, c in zip(paths, sizes, ids, boxes, classes)]
+    records = [ImageRecord(str(p), int(s[0]), int(s[1]), b, c, int(i), d)
+               for p, s, i, b, c, d in zip(paths, sizes, ids, boxes, classes, difficult)]
     return SplitLabels(records, tuple(meta["names"]), list(meta["category_ids"]), meta["dropped_image_ids"],
                        BadInputReport.from_json(meta["report"])), ""
 
@@ -109,7 +111,7 @@ def log_summary(labels: SplitLabels, what: str, log_file: Path, built: bool) -> 
     line = labels.report.summary(what, len(labels.records), n_boxes)
     if labels.report.entries:
         line += f" (offending files listed in {log_file})"
-    if built and labels.report.entries:
+    if built and labels.report.needs_attention():
         log.warning(line)
     else:
         log.info(line)

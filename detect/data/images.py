@@ -1,13 +1,15 @@
 """Robust image probing (for the label cache) and decoding (for the loaders).
 
 Probing reads the header and verifies the file without a full decode (COCO-sized splits stay quick); a JPEG
-without its end-of-image marker is decoded in full to tell a truncated file from a merely unterminated one.
-Decoding goes through OpenCV, which applies the EXIF orientation and converts grayscale, RGBA and 16-bit
-images to 8-bit BGR, so the decoded size always equals the probed (oriented) size.
+without its end-of-image marker is decoded in full: one OpenCV can decode (libjpeg fills in the missing end)
+is used, with one warning, and only one it cannot decode is refused. Decoding goes through OpenCV, which
+applies the EXIF orientation and converts grayscale, RGBA and 16-bit images to 8-bit BGR, so the decoded
+size always equals the probed (oriented) size.
 """
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,12 +20,17 @@ from PIL import Image, UnidentifiedImageError
 
 from detect.data.records import BadInputReport
 
+log = logging.getLogger(__name__)
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 PIL_FORMATS = {"JPEG", "PNG", "BMP", "TIFF", "WEBP", "MPO"}
 EXIF_ORIENTATION_TAG = 0x0112
 # EXIF orientations 5..8 rotate by 90 degrees: width and height swap
 TRANSPOSING_ORIENTATIONS = (5, 6, 7, 8)
 PROBE_THREADS = 8  # probing is I/O bound (headers, stat); threads overlap the reads
+JPEG_END = b"\xff\xd9"  # the end-of-image marker
+TRUNCATED_DETAIL = ("truncated JPEG (its end is missing); used as OpenCV decodes it, the missing part filled in "
+                    "by libjpeg, which says 'premature end of data segment' on stderr whenever it is read; "
+                    "re-save or replace the file to silence that")
 
 
 class BadImage(Exception):
@@ -55,7 +62,19 @@ def _png_bit_depth(path: Path) -> int:
 def _jpeg_is_terminated(path: Path) -> bool:
     with open(path, "rb") as f:
         f.seek(-2, 2)
-        return f.read(2) == b"\xff\xd9"
+        return f.read(2) == JPEG_END
+
+
+def _with_jpeg_end(data: np.ndarray) -> np.ndarray:
+    """The bytes of an image file, with an end-of-image marker appended to a JPEG that lacks one.
+
+    libjpeg's own file reader does exactly this when a file ends early (and fills in the missing scans), so
+    cv2.imread decodes a truncated JPEG; OpenCV's in-memory reader gives up instead. Appending the marker makes
+    cv2.imdecode give cv2.imread's pixels. A marker after trailing bytes is harmless: decoding stops at the first.
+    """
+    if data.size > 2 and data[0] == 0xFF and data[1] == 0xD8 and data[-2:].tobytes() != JPEG_END:
+        return np.concatenate([data, np.frombuffer(JPEG_END, dtype=np.uint8)])
+    return data
 
 
 def probe_image(path: str | Path) -> ImageProbe:
@@ -80,9 +99,9 @@ def probe_image(path: str | Path) -> ImageProbe:
         raise BadImage("corrupt", f"{type(e).__name__}: {e}") from None
     if fmt not in PIL_FORMATS:
         raise BadImage("unsupported_format", f"{fmt} content is not supported (use JPEG or PNG)")
-    if fmt in ("JPEG", "MPO") and not _jpeg_is_terminated(path):
-        _decode_fully(path)
     notes = []
+    if fmt in ("JPEG", "MPO") and not _jpeg_is_terminated(path) and _is_truncated(path):
+        notes.append("truncated")
     if orientation not in (1, None):
         notes.append("exif_rotated")
         if orientation in TRANSPOSING_ORIENTATIONS:
@@ -113,19 +132,24 @@ def probe_images(paths: list[Path], report: BadInputReport) -> list[ImageProbe |
         if isinstance(r, BadImage):
             report.add(r.kind, p, r.detail)
             out.append(None)
-        else:
-            for note in r.notes:
-                report.add(note, p, "converted on load")
-            out.append(r)
+            continue
+        for note in r.notes:
+            report.add(note, p, TRUNCATED_DETAIL if note == "truncated" else "converted on load")
+        if "truncated" in r.notes:
+            log.warning(f"{p}: {TRUNCATED_DETAIL}")
+        out.append(r)
     return out
 
 
-def _decode_fully(path: Path) -> None:
-    try:
-        with Image.open(path) as im:
-            im.load()
-    except Exception as e:
-        raise BadImage("corrupt", f"truncated or damaged JPEG: {e}") from None
+def _is_truncated(path: Path) -> bool:
+    """Of a JPEG that does not end in its end marker: False when it decodes as it is (bytes after the marker),
+    True when it decodes only as the loaders read it (`_with_jpeg_end`); `BadImage` when not even then."""
+    data = np.fromfile(str(path), dtype=np.uint8)
+    if cv2.imdecode(data, cv2.IMREAD_COLOR) is not None:
+        return False
+    if _decode(data, path, strict=False) is None:
+        raise BadImage("corrupt", "truncated or damaged JPEG that OpenCV cannot decode")
+    return True
 
 
 def load_image(path: str | Path) -> np.ndarray:
@@ -133,9 +157,9 @@ def load_image(path: str | Path) -> np.ndarray:
     return _decode(np.fromfile(str(path), dtype=np.uint8), path)
 
 
-def _decode(data: np.ndarray, path) -> np.ndarray:
-    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
-    if image is None:
+def _decode(data: np.ndarray, path, strict: bool = True) -> np.ndarray | None:
+    image = cv2.imdecode(_with_jpeg_end(data), cv2.IMREAD_COLOR) if data.size else None
+    if image is None and strict:
         raise OSError(f"cannot decode image {path}: it changed or broke after the label cache was built; "
                       f"delete the label cache or fix the file")
     return image
@@ -154,7 +178,7 @@ def load_image_for_size(path: str | Path, width: int, height: int, long_side: in
     if data.size > 2 and data[0] == 0xFF and data[1] == 0xD8:  # JPEG
         for factor, flag in _JPEG_REDUCTIONS:
             if max(width, height) >= factor * long_side:
-                image = cv2.imdecode(data, flag)
+                image = cv2.imdecode(_with_jpeg_end(data), flag)
                 # the decoder's output is ceil(size / factor); anything else (a file that changed) takes the full path
                 if image is not None and image.shape[:2] == (-(-height // factor), -(-width // factor)):
                     return image, 1.0 / factor

@@ -24,10 +24,12 @@ OUTSIDE_TOLERANCE = 0.01
 # Boxes narrower or lower than this (pixels, after clipping) have no area to learn from.
 MIN_BOX_SIDE = 1e-3
 
-# Kinds of bad input. `skipped` kinds remove an image or a box; `fixed` kinds are converted and kept.
-IMAGE_SKIP_KINDS = ("missing", "empty_file", "corrupt", "unsupported_format", "label_syntax")
-BOX_SKIP_KINDS = ("class_out_of_range", "non_finite", "outside_image", "zero_area", "duplicate")
-FIXED_KINDS = ("clipped", "exif_rotated", "grayscale", "rgba", "16bit")
+# Kinds of bad input. `skipped` kinds remove an image or a box; `fixed` kinds are converted and kept; `info`
+# kinds are worth knowing but need no fix (a build with only those is logged as info, not as a warning).
+IMAGE_SKIP_KINDS = ("missing", "empty_file", "corrupt", "unsupported_format", "label_syntax", "no_image")
+BOX_SKIP_KINDS = ("class_out_of_range", "unknown_class", "non_finite", "outside_image", "zero_area", "duplicate")
+FIXED_KINDS = ("clipped", "exif_rotated", "grayscale", "rgba", "16bit", "truncated", "size_mismatch")
+INFO_KINDS = ("background",)
 
 
 @dataclass
@@ -38,6 +40,20 @@ class ImageRecord:
     boxes: np.ndarray  # float32 [n, 4] xyxy, original pixels
     classes: np.ndarray  # int64 [n], contiguous 0..nc-1
     image_id: int
+    # bool [n]: boxes trained on but ignored by evaluation (VOC `difficult`); None means none of them
+    difficult: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.difficult is None:
+            self.difficult = np.zeros(len(self.classes), dtype=bool)
+
+
+def image_ids_for(stems: list[str]) -> list[int]:
+    """The numeric file stems when all of them are numeric and unique (COCO file names keep their official
+    ids), else the position in the list."""
+    if all(s.isdigit() for s in stems) and len({int(s) for s in stems}) == len(stems):
+        return [int(s) for s in stems]
+    return list(range(len(stems)))
 
 
 @dataclass
@@ -63,8 +79,13 @@ class BadInputReport:
         skipped_images = part(IMAGE_SKIP_KINDS)
         skipped_boxes = part(BOX_SKIP_KINDS)
         fixed = part(FIXED_KINDS)
+        info = f"; info: {part(INFO_KINDS)}" if any(self.counts[k] for k in INFO_KINDS) else ""
         return (f"{what}: {num_images} images, {num_boxes} boxes; skipped images: {skipped_images}; "
-                f"dropped boxes: {skipped_boxes}; converted/fixed: {fixed}")
+                f"dropped boxes: {skipped_boxes}; converted/fixed: {fixed}{info}")
+
+    def needs_attention(self) -> bool:
+        """Whether anything beyond information was reported."""
+        return any(kind not in INFO_KINDS for _, kind, _ in self.entries)
 
     def write_log(self, path: Path) -> None:
         lines = [f"{kind}\t{p}\t{detail}" for p, kind, detail in self.entries]
@@ -85,6 +106,13 @@ def validate_boxes(boxes: np.ndarray, classes: np.ndarray, width: int, height: i
     Drops non-finite coordinates, class ids that are not integers in 0..nc-1, boxes outside the image beyond
     the tolerance, zero-area boxes and exact duplicates (same class and box); clips small overshoots.
     """
+    boxes, classes, _ = validate_boxes_kept(boxes, classes, width, height, num_classes, path, report)
+    return boxes, classes
+
+
+def validate_boxes_kept(boxes: np.ndarray, classes: np.ndarray, width: int, height: int, num_classes: int,
+                        path: str, report: BadInputReport) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`validate_boxes` plus which input boxes were kept (bool [n]), for per-box data that must follow them."""
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
     classes_f = np.asarray(classes, dtype=np.float64).reshape(-1)
     keep = np.ones(len(boxes), dtype=bool)
@@ -122,4 +150,4 @@ def validate_boxes(boxes: np.ndarray, classes: np.ndarray, width: int, height: i
     duplicate[kept_idx] = True
     duplicate[kept_idx[first]] = False
     drop(duplicate, "duplicate", "same class and box as another")
-    return clipped[keep].astype(np.float32), classes_f[keep].astype(np.int64)
+    return clipped[keep].astype(np.float32), classes_f[keep].astype(np.int64), keep

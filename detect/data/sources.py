@@ -1,8 +1,8 @@
-"""Dataset sources: COCO json and YOLO txt splits read into one record format (via the label cache).
+"""Dataset sources: COCO json, YOLO txt and VOC xml splits read into one record format (via the label cache).
 
 A source exposes `records` (list of ImageRecord), `names`, `category_ids` (contiguous class index -> original
 category id, used to write COCO results) and `coco_ground_truth()` (a pycocotools COCO: the json as given for
-COCO, built in memory for YOLO txt).
+COCO, built in memory for YOLO txt and VOC xml).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from detect.data import yolo_labels
+from detect.data import voc, yolo_labels
 from detect.data.cache import Fingerprint, SplitLabels, cache_file_for, cached_labels
 from detect.data.images import probe_images
 from detect.data.records import BadInputReport, ImageRecord, validate_boxes
@@ -64,11 +64,14 @@ class DatasetSource:
         for r in self.records:
             images.append({"id": r.image_id, "file_name": os.path.basename(r.path), "width": r.width,
                            "height": r.height})
-            for box, cls in zip(r.boxes.tolist(), r.classes.tolist()):
+            for box, cls, difficult in zip(r.boxes.tolist(), r.classes.tolist(), r.difficult.tolist()):
                 w, h = box[2] - box[0], box[3] - box[1]
+                # COCOeval ignores only crowd boxes (its _prepare sets `ignore` from `iscrowd`): a VOC difficult
+                # box is one, flagged `difficult` so that detect.coco matches it by IoU as VOC does, not by the
+                # crowd's intersection over the detection's area
                 annotations.append({"id": len(annotations) + 1, "image_id": r.image_id,
                                     "category_id": self.category_ids[cls], "bbox": [box[0], box[1], w, h],
-                                    "area": w * h, "iscrowd": 0})
+                                    "area": w * h, "iscrowd": int(difficult), "difficult": int(difficult)})
         categories = [{"id": cid, "name": n} for cid, n in zip(self.category_ids, self.names)]
         return {"images": images, "annotations": annotations, "categories": categories}
 
@@ -113,7 +116,7 @@ def scan_coco(images_dir: Path, ann_file: Path, names: tuple[str, ...] | None) -
 
 
 def open_source(spec: DataSpec, split: str, cache_dir: Path | None = None) -> DatasetSource:
-    """The validated split of a coco or yolo spec (synthetic specs are resolved to coco by the loader)."""
+    """The validated split of a coco, yolo or voc spec (synthetic specs are resolved to coco by the loader)."""
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     images = spec.images(split)
     what = f"{Path(spec.source_file).stem} {split}"
@@ -133,6 +136,12 @@ def open_source(spec: DataSpec, split: str, cache_dir: Path | None = None) -> Da
         cache_file = cache_file_for(cache_dir, Path(spec.source_file).stem, split, str(images.resolve()))
         labels = cached_labels(cache_file, lambda: yolo_labels.fingerprint(files, spec.names),
                                lambda: yolo_labels.scan(files, spec.names), what)
+    elif spec.format == "voc":
+        items = voc.split_items(spec, split)
+        xml_files = [] if spec.names else voc.all_xml_files(spec)  # class names come from every split
+        cache_file = cache_file_for(cache_dir, Path(spec.source_file).stem, split, f"{spec.path}|{spec.voc}")
+        labels = cached_labels(cache_file, lambda: voc.fingerprint(items, spec.names, xml_files),
+                               lambda: voc.scan(items, spec.names, xml_files), what)
     else:
         raise ValueError(f"{spec.source_file}: format {spec.format!r} has no files to open; "
                          f"use detect.data.loader, which generates the synthetic dataset first")

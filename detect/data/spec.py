@@ -1,10 +1,18 @@
 """Dataset spec files (`data/*.yaml`): where a dataset lives and in which format.
 
-Keys: `path` (root; relative split paths resolve under it), `format` (coco | yolo | synthetic), `train` and
-`val` (an image folder or a .txt list of image paths), `train_annotations` / `val_annotations` (COCO json,
+Keys: `path` (root; relative split paths resolve under it), `format` (coco | yolo | voc | synthetic), `train`
+and `val` (an image folder or a .txt list of image paths), `train_annotations` / `val_annotations` (COCO json,
 format coco), `names` (required for yolo; optional for coco, where the json has them). A relative `path`
 resolves against the current directory, else against the repository root (so `../shared/...` works from both).
 Format `synthetic` takes `seed`, `train_images`, `val_images` and an optional `path` (the generation folder).
+
+Format `voc` (Pascal VOC xml, detect.data.voc): `train` / `val` are one entry or a list of entries, each either
+a VOCdevkit year folder and ImageSets split (`VOC2007/trainval`: `VOC2007/ImageSets/Main/trainval.txt` lists
+the stems, `VOC2007/Annotations`, `VOC2007/JPEGImages`) or a list file of image names or stems of a flat
+layout (images in `images:`, default `images/`; xml in `annotations:`, default the first of `annotations/`,
+`annots/`, `Annotations/`). `val_fraction: 0.2` instead of `val` draws val from the train entries (from every
+image of the flat layout when `train` is absent) by a hash of each stem. `names` is optional: without it the
+class names of the xml files of all splits are used, sorted.
 """
 
 from __future__ import annotations
@@ -16,13 +24,26 @@ from pathlib import Path
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FORMATS = ("coco", "yolo", "synthetic")
+FORMATS = ("coco", "yolo", "voc", "synthetic")
 REQUIRED_KEYS = {
     "coco": ("path", "train", "val", "train_annotations", "val_annotations"),
     "yolo": ("path", "train", "val", "names"),
+    "voc": ("path",),
     "synthetic": (),
 }
 SPLITS = ("train", "val")
+VOC_KEYS = ("train", "val", "val_fraction", "images", "annotations")
+
+
+@dataclass(frozen=True)
+class VocOptions:
+    """Format voc: each split's entries as written in the spec, and the flat layout's folders."""
+
+    train: tuple[str, ...] = ()  # empty with val_fraction: every image of the flat layout
+    val: tuple[str, ...] = ()
+    val_fraction: float | None = None  # share of the train entries drawn as val
+    images: Path | None = None  # flat layout: the `images:` key resolved; None = <path>/images
+    annotations: Path | None = None  # flat layout: the `annotations:` key; None = the first default that exists
 
 
 @dataclass(frozen=True)
@@ -36,6 +57,7 @@ class DataSpec:
     names: tuple[str, ...] | None = None
     source_file: str = "<dict>"
     options: dict = field(default_factory=dict)  # format-specific extras (synthetic: seed, sizes)
+    voc: VocOptions | None = None  # format voc; its `train` / `val` fields are then `path` when the split exists
 
     def images(self, split: str) -> Path:
         return self._split_path(split, "")
@@ -93,6 +115,32 @@ def _parse_names(raw, source: str) -> tuple[str, ...] | None:
     return tuple(str(n) for n in raw)
 
 
+def _voc_entries(raw, key: str, source: str) -> tuple[str, ...]:
+    if raw in (None, ""):
+        return ()
+    entries = [raw] if isinstance(raw, str) else raw
+    if not isinstance(entries, list) or not all(isinstance(e, str) and e.strip() for e in entries):
+        raise ValueError(f"{source}: `{key}` must be an entry such as VOC2007/trainval or train.txt, or a list "
+                         f"of them; got {raw!r}")
+    return tuple(e.strip() for e in entries)
+
+
+def _voc_options(raw: Mapping, root: Path, source: str) -> VocOptions:
+    train, val = _voc_entries(raw.get("train"), "train", source), _voc_entries(raw.get("val"), "val", source)
+    fraction = raw.get("val_fraction")
+    if fraction is not None:
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+            raise ValueError(f"{source}: `val_fraction` must be a number between 0 and 1 (e.g. 0.2), "
+                             f"got {fraction!r}")
+        if val:
+            raise ValueError(f"{source}: give either `val` or `val_fraction`, not both")
+    elif not train or not val:
+        raise ValueError(f"{source}: format voc needs `train` and `val` (entries such as VOC2007/trainval or "
+                         f"train.txt), or `val_fraction` to draw val from train")
+    folders = {k: root / str(raw[k]) if raw.get(k) else None for k in ("images", "annotations")}
+    return VocOptions(train, val, None if fraction is None else float(fraction), **folders)
+
+
 def spec_from_dict(raw: Mapping, source: str = "<dict>") -> DataSpec:
     fmt = raw.get("format")
     if fmt not in FORMATS:
@@ -100,6 +148,12 @@ def spec_from_dict(raw: Mapping, source: str = "<dict>") -> DataSpec:
     missing = [k for k in REQUIRED_KEYS[fmt] if raw.get(k) in (None, "")]
     if missing:
         raise ValueError(f"{source}: missing key(s) {', '.join(missing)} for format {fmt}")
+    if fmt == "voc":
+        root = _resolve_root(str(raw["path"]), source)
+        known = {"path", "format", "names", *VOC_KEYS}
+        return DataSpec(root, fmt, train=root, val=root, names=_parse_names(raw.get("names"), source),
+                        source_file=source, options={k: v for k, v in raw.items() if k not in known},
+                        voc=_voc_options(raw, root, source))
     root = _resolve_root(str(raw["path"]), source) if raw.get("path") not in (None, "") and fmt != "synthetic" \
         else (Path(raw["path"]).expanduser() if raw.get("path") else None)
     split_keys = ("train", "val", "train_annotations", "val_annotations")

@@ -15,7 +15,7 @@ import numpy as np
 
 from detect.data.cache import Fingerprint, SplitLabels
 from detect.data.images import probe_images
-from detect.data.records import BadInputReport, ImageRecord, validate_boxes
+from detect.data.records import BadInputReport, ImageRecord, image_ids_for, validate_boxes
 
 
 def list_images(entry: Path) -> list[Path]:
@@ -74,20 +74,13 @@ def parse_label_text(text: str) -> tuple[np.ndarray, np.ndarray]:
     return np.array(classes, dtype=np.float64), np.array(boxes, dtype=np.float64).reshape(-1, 4)
 
 
-def _image_ids(files: list[Path]) -> list[int]:
-    stems = [p.stem for p in files]
-    if all(s.isdigit() for s in stems) and len({int(s) for s in stems}) == len(stems):
-        return [int(s) for s in stems]
-    return list(range(len(files)))
-
-
 def scan(files: list[Path], names) -> SplitLabels:
     if not names:
         raise ValueError("a yolo dataset needs `names` in its spec (one name per class id)")
     report = BadInputReport()
     probes = probe_images(files, report)
     records, dropped = [], []
-    for path, probe, image_id in zip(files, probes, _image_ids(files)):
+    for path, probe, image_id in zip(files, probes, image_ids_for([p.stem for p in files])):
         if probe is None:
             dropped.append(image_id)
             continue

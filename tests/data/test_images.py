@@ -97,3 +97,32 @@ def test_training_sample_of_a_large_photo_keeps_its_box(tmp_path):
     x = targets[0, 1:].numpy() * 192
     np.testing.assert_allclose([x[0] - x[2] / 2, x[1] - x[3] / 2, x[0] + x[2] / 2, x[1] + x[3] / 2],
                                white_box(sample), atol=1.5)
+
+
+def test_truncated_jpeg_is_used_as_opencv_decodes_it(tmp_path):
+    """A JPEG cut short decodes as cv2.imread decodes it (libjpeg fills in the end) and is probed as usable,
+    with one warning; bytes after a complete JPEG's end are no truncation; a stub with no data left is corrupt."""
+    from detect.data.images import BadImage, probe_image, probe_images
+    from detect.data.records import BadInputReport
+    from tests.log_lines import log_lines
+
+    full = write_jpeg(tmp_path / "full.jpg", marked(120, 160, (20, 30, 100, 90))).read_bytes()
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(full[:len(full) * 2 // 3])
+    assert cv2.imdecode(np.fromfile(str(cut), np.uint8), cv2.IMREAD_COLOR) is None  # OpenCV's memory reader
+    np.testing.assert_array_equal(load_image(cut), cv2.imread(str(cut)))
+    image, scale = load_image_for_size(cut, 160, 120, 60)
+    assert scale == 0.5 and image.shape == (60, 80, 3)
+    trailing = tmp_path / "trailing.jpg"
+    trailing.write_bytes(full + b"camera maker notes")
+    stub = tmp_path / "stub.jpg"
+    stub.write_bytes(full[:full.index(b"\xff\xda")])  # the headers up to the image data, none of it
+    report = BadInputReport()
+    with log_lines("detect.data.images") as warnings:
+        probes = probe_images([cut, trailing, stub], report)
+    assert [p.notes if p else None for p in probes] == [("truncated",), (), None]
+    assert [(e[0].rsplit("/", 1)[1], e[1]) for e in report.entries] == [("cut.jpg", "truncated"),
+                                                                          ("stub.jpg", "corrupt")]
+    assert len(warnings) == 1 and warnings[0].startswith(f"{cut}: truncated JPEG (its end is missing); used")
+    with pytest.raises(BadImage, match="truncated or damaged JPEG that OpenCV cannot decode"):
+        probe_image(stub)

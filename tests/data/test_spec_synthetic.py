@@ -19,8 +19,8 @@ def test_spec_errors_name_the_file_and_key(tmp_path):
     f.write_text("format: coco\npath: .\ntrain: images\nval: images\n")
     with pytest.raises(ValueError, match=r"bad.yaml: missing key\(s\) train_annotations, val_annotations"):
         load_data_spec(f)
-    f.write_text("format: voc\n")
-    with pytest.raises(ValueError, match="bad.yaml: `format` must be one of coco, yolo, synthetic, got 'voc'"):
+    f.write_text("format: pascal\n")
+    with pytest.raises(ValueError, match="bad.yaml: `format` must be one of coco, yolo, voc, synthetic, got 'pascal'"):
         load_data_spec(f)
     f.write_text("format: yolo\npath: /nowhere/at/all\ntrain: a\nval: b\nnames: [x]\n")
     with pytest.raises(FileNotFoundError, match="bad.yaml: path '/nowhere/at/all' does not exist"):
