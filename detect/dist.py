@@ -151,12 +151,6 @@ def all_reduce_mean(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def any_rank(flag: bool, device: torch.device | str = "cpu") -> bool:
-    """True on every rank if `flag` is true on any rank (for a collective stop decision)."""
-    t = torch.tensor([1.0 if flag else 0.0], device=device)
-    return bool(all_reduce_sum(t).item() > 0)
-
-
 class RemoteRankError(RuntimeError):
     """Raised on the waiting ranks when rank 0 failed inside `rank0_first`."""
 
@@ -217,10 +211,3 @@ def wrap_ddp(model: torch.nn.Module, ctx: DistContext, **kwargs) -> torch.nn.Mod
     if ctx.device.type == "cuda":
         return DDP(model, device_ids=[ctx.device.index], output_device=ctx.device.index, **kwargs)
     return DDP(model, **kwargs)
-
-
-def unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    """The bare module behind DDP (for saving, evaluation and EMA)."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    return model.module if isinstance(model, DDP) else model

@@ -75,9 +75,7 @@ def open_checked_split(data, split: str, num_classes: int, weights):
     spec = load_data_spec(data)
     source = open_split(spec, split)
     if not source.records and not source.dropped_image_ids:
-        where = (f"{spec.annotations(split)} lists none (point {split}_annotations in {data} at the right file)"
-                 if spec.format == "coco" else "check the image folder")
-        raise ValueError(f"{data}: the {split} split has no images; {where}")
+        raise ValueError(f"{data}: the {split} split has no images (check the annotation file / image folder)")
     if source.dropped_image_ids:
         bad = [f"{path} ({kind}: {detail})" for path, kind, detail in source.report.entries
                if kind in ("missing", "empty_file", "corrupt", "unsupported_format")]

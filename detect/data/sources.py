@@ -83,6 +83,9 @@ def scan_coco(images_dir: Path, ann_file: Path, names: tuple[str, ...] | None) -
         images, anns, cats = data["images"], data.get("annotations", []), data["categories"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{ann_file}: not a COCO instances file ({type(e).__name__}: {e})") from None
+    if not images:
+        raise ValueError(f"{ann_file}: the annotation file has no images (its `images` list is empty); point the "
+                         f"spec's annotations key at the right file")
     cats = sorted(cats, key=lambda c: c["id"])
     category_ids = [int(c["id"]) for c in cats]
     if names is not None and len(names) != len(cats):
