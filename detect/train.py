@@ -114,13 +114,9 @@ def open_sources(opts: TrainOptions):
     return train_source, open_split(spec, "val", opts.cache_dir) if has_val else None
 
 
-def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Path, cfg_source,
-                weights: str | None, sources=None) -> TrainSetup:
-    """Everything the loop needs; `sources` (train, val) are opened from --data unless given."""
-    from detect.data.loader import build_train_loader
-
-    train_source, val_source = sources or open_sources(opts)
-    names = list(train_source.names)
+def prepare_model(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_source, weights: str | None,
+                  names: list[str]):
+    """(bare model on the device, frozen BatchNorm modules, training size): loaded, initialised, frozen."""
     model = load_model(cfg_source, weights, num_classes=len(names)).model  # load_weights logs the transfer
     img_size = opts.img_size or max(model.input_size)
     if img_size % model.max_stride:
@@ -130,33 +126,51 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
     set_bn_momentum(model, hyp.optim.bn_momentum)
     frozen_bn = freeze_layers(model, opts.freeze)
     model.to(ctx.device)
-    channels_last = uses_channels_last(ctx.device)
-    if channels_last:
+    if uses_channels_last(ctx.device):
         model.to(memory_format=torch.channels_last)
         torch.backends.cudnn.benchmark = True  # fixed shapes: time the kernels once, then use the fastest
+    return model, frozen_bn, img_size
+
+
+def wrap_model(model, opts: TrainOptions, ctx: dist.DistContext):
+    """(bare model, the module the step calls): SyncBatchNorm where it applies, DDP, torch.compile."""
     if dist.use_sync_bn(opts.sync_bn, ctx.device, ctx.world_size):
         model = dist.convert_sync_bn(model)
         log.info("BatchNorm converted to SyncBatchNorm across %d processes", ctx.world_size)
     elif ctx.distributed and ctx.device.type != "cuda":
         log.info("CPU training: BatchNorm stays per-process (SyncBatchNorm needs CUDA)")
     ddp_model = dist.wrap_ddp(model, ctx)  # broadcasts rank 0's parameters and buffers
-    if opts.compile:
-        ddp_model = torch.compile(ddp_model)
-    ema = ModelEMA(model, hyp.ema.decay, hyp.ema.tau) if opts.ema else None
-    loader = build_train_loader(train_source, img_size, opts.batch_size, hyp.augment, opts.workers, model.max_stride,
-                                ctx.rank, ctx.world_size, opts.seed, max_batches=opts.max_batches, epochs=opts.epochs)
-    evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx)
-    accumulate = accumulation_steps(opts.nbs, opts.batch_size, ctx.world_size)
-    steps_per_epoch = math.ceil(len(loader) / accumulate)
+    return model, torch.compile(ddp_model) if opts.compile else ddp_model
+
+
+def build_optimisation(model, opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, batches_per_epoch: int):
+    """(optimizer, schedule, micro-batches accumulated per step, steps per epoch)."""
     optim = hyp.optim
+    accumulate = accumulation_steps(opts.nbs, opts.batch_size, ctx.world_size)
+    steps_per_epoch = math.ceil(batches_per_epoch / accumulate)
     # weight decay follows the images per step relative to the nominal batch
     decay = optim.weight_decay * opts.batch_size * ctx.world_size * accumulate / opts.nbs
     optimizer = build_optimizer(model, opts.optimizer, optim.lr0, optim.momentum, decay)
     total = opts.epochs * steps_per_epoch
     warmup = min(max(round(optim.warmup_epochs * steps_per_epoch), optim.warmup_min_steps), total // 2)
-    schedule = LRSchedule.from_config(optim, total, warmup, opts.schedule)
+    return optimizer, LRSchedule.from_config(optim, total, warmup, opts.schedule), accumulate, steps_per_epoch
+
+
+def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Path, cfg_source,
+                weights: str | None, sources=None) -> TrainSetup:
+    """Everything the loop needs; `sources` (train, val) are opened from --data unless given."""
+    from detect.data.loader import build_train_loader
+
+    train_source, val_source = sources or open_sources(opts)
+    names = list(train_source.names)
+    model, frozen_bn, img_size = prepare_model(opts, hyp, ctx, cfg_source, weights, names)
+    model, ddp_model = wrap_model(model, opts, ctx)
+    ema = ModelEMA(model, hyp.ema.decay, hyp.ema.tau) if opts.ema else None
+    loader = build_train_loader(train_source, img_size, opts.batch_size, hyp.augment, opts.workers, model.max_stride,
+                                ctx.rank, ctx.world_size, opts.seed, max_batches=opts.max_batches, epochs=opts.epochs)
+    evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx)
+    optimizer, schedule, accumulate, steps_per_epoch = build_optimisation(model, opts, hyp, ctx, len(loader))
     amp = amp_dtype(opts.amp, ctx.device)
-    scaler = torch.amp.GradScaler(ctx.device.type, enabled=amp == torch.float16)
     multi_scale = None
     if opts.multi_scale:
         from detect.data.multiscale import MultiScale
@@ -166,10 +180,11 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
              Path(str(opts.cfg)).name, len(names), img_size, opts.batch_size, ctx.world_size, accumulate,
              steps_per_epoch, opts.optimizer, f", AMP {amp}" if amp else "")
     return TrainSetup(ctx=ctx, model=model, ddp_model=ddp_model, loss=YoloLoss.for_model(model, hyp.loss),
-                      optimizer=optimizer, schedule=schedule, scaler=scaler, amp_dtype=amp, ema=ema,
-                      train_loader=loader, accumulate=accumulate, hyp=hyp, names=names, opts=opts, run_dir=run_dir,
-                      evaluate_fn=evaluate_fn, frozen_bn=frozen_bn, multi_scale=multi_scale,
-                      channels_last=channels_last)
+                      optimizer=optimizer, schedule=schedule,
+                      scaler=torch.amp.GradScaler(ctx.device.type, enabled=amp == torch.float16), amp_dtype=amp,
+                      ema=ema, train_loader=loader, accumulate=accumulate, hyp=hyp, names=names, opts=opts,
+                      run_dir=run_dir, evaluate_fn=evaluate_fn, frozen_bn=frozen_bn, multi_scale=multi_scale,
+                      channels_last=uses_channels_last(ctx.device))
 
 
 def prepare(opts: TrainOptions, ctx: dist.DistContext):
