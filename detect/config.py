@@ -88,6 +88,7 @@ class AugmentConfig:
     shear: float = 0.0
     fliplr: float = 0.5
     mosaic: float = 1.0  # probability
+    close_mosaic: float = 0.0  # fraction of the run's last epochs trained without mosaic (whole images, as in eval)
     min_box_size: float = 2.0  # pixels
     min_area_ratio: float = 0.1  # kept area / area before clipping
 
@@ -95,6 +96,14 @@ class AugmentConfig:
         for name in ("mosaic", "fliplr"):
             _check(0.0 <= getattr(self, name) <= 1.0, f"{name} is a probability in [0, 1], got {getattr(self, name)}")
         _check(0.0 <= self.scale < 1.0, f"scale must be in [0, 1) (zoom range 1 +- scale), got {self.scale}")
+        _check(0.0 <= self.close_mosaic <= 1.0, f"close_mosaic is a fraction of the epochs in [0, 1], got "
+                                                f"{self.close_mosaic}")
+
+    def mosaic_epochs(self, epochs: int | None) -> int | None:
+        """Epochs (from the first) that use mosaic; None: all."""
+        if epochs is None or self.close_mosaic == 0:
+            return None
+        return epochs - round(self.close_mosaic * epochs)
 
 
 @dataclass(frozen=True)
@@ -187,12 +196,17 @@ class Hyp:
 
 def load_hyp(path: str | Path | None) -> Hyp:
     """The hyp yaml at `path` over the defaults (None: the defaults alone)."""
+    return Hyp.from_dict(read_hyp_file(path), str(path))
+
+
+def read_hyp_file(path: str | Path | None) -> dict:
+    """The flat mapping a hyp yaml gives (empty for None): the keys the user chose."""
     if path is None:
-        return Hyp()
+        return {}
     try:
         raw = yaml.safe_load(Path(path).read_text()) or {}
     except yaml.YAMLError as e:
         raise ValueError(f"{path}: not valid YAML ({e})") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping of hyperparameters, got {type(raw).__name__}")
-    return Hyp.from_dict(raw, str(path))
+    return raw

@@ -40,7 +40,7 @@ class TrainOptions:
     seed: int = 0
     optimizer: str = "sgd"
     schedule: str = "cos"
-    nbs: int = 64
+    nbs: int | None = None  # None: 64, or fewer for a short fine-tune (detect.finetune)
     amp: str = "auto"
     ema: bool = True
     multi_scale: bool = False
@@ -88,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="learning-rate schedule after warm-up (step uses hyp steps/scales, Darknet-style)")
     p.add_argument("--cos", dest="schedule", action="store_const", const="cos", help="same as --schedule cos")
     p.add_argument("--step", dest="schedule", action="store_const", const="step", help="same as --schedule step")
-    p.add_argument("--nbs", type=int, default=d.nbs, help="nominal batch size reached by gradient accumulation")
+    p.add_argument("--nbs", type=int, default=None,
+                   help="nominal batch size reached by gradient accumulation (default: 64; a short fine-tune "
+                        "from --weights accumulates less so that it makes enough optimiser steps)")
     p.add_argument("--amp", default=d.amp, choices=AMP_MODES,
                    help="mixed precision on CUDA: auto = bf16 where supported else fp16; ignored on the CPU")
     p.add_argument("--no-ema", dest="ema", action="store_false", help="evaluate and save the raw weights, no EMA")
@@ -112,7 +114,7 @@ def validate(opts: TrainOptions) -> TrainOptions:
     """Fail early, naming the flag and what would be right."""
     _positive("--epochs", opts.epochs)
     _positive("--batch-size", opts.batch_size)
-    _positive("--nbs", opts.nbs)
+    _positive("--nbs", opts.nbs, allow_none=True)
     _positive("--eval-interval", opts.eval_interval)
     _positive("--max-batches", opts.max_batches, allow_none=True)
     if opts.workers < 0:

@@ -20,11 +20,12 @@ import yaml
 
 from detect import dist
 from detect.checkpoint import check_resumable, load_checkpoint
-from detect.config import Hyp, load_hyp
+from detect.config import Hyp, load_hyp, read_hyp_file
 from detect.darknet.load import load_model, uses_channels_last
 from detect.darknet.surgery import freeze_layers, init_head_priors, set_bn_momentum
 from detect.ema import ModelEMA
 from detect.files import atomic_write_text
+from detect.finetune import RunShape, apply_plan, plan_run
 from detect.log import setup_logging
 from detect.loss import YoloLoss
 from detect.optim import LRSchedule, accumulation_steps, build_optimizer
@@ -158,8 +159,12 @@ def build_optimisation(model, opts: TrainOptions, hyp: Hyp, ctx: dist.DistContex
 
 def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Path, cfg_source,
                 weights: str | None, sources=None) -> TrainSetup:
-    """Everything the loop needs; `sources` (train, val) are opened from --data unless given."""
+    """Everything the loop needs; `sources` (train, val) are opened from --data unless given. `opts.nbs` is
+    decided (plan_new_run, or a checkpoint's)."""
     from detect.data.loader import build_train_loader
+
+    if opts.nbs is None:
+        raise ValueError("build_setup needs a decided nominal batch: plan the run first (plan_new_run)")
 
     train_source, val_source = sources or open_sources(opts)
     names = list(train_source.names)
@@ -201,11 +206,24 @@ def prepare(opts: TrainOptions, ctx: dist.DistContext):
     return saved, hyp, resume_path.parent, ckpt["cfg_text"], None, ckpt
 
 
+def plan_new_run(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, train_source, weights):
+    """(options, hyp) with the unset choices fitted to the run (detect.finetune), each logged with its reason."""
+    shape = RunShape(images=len(train_source.records), epochs=opts.epochs, batch_size=opts.batch_size,
+                     world_size=ctx.world_size, max_batches=opts.max_batches, finetune=weights is not None)
+    plan = plan_run(shape, hyp, opts.nbs, set(read_hyp_file(opts.hyp)))
+    for reason in plan.reasons:
+        log.info("fine-tune default: %s", reason)
+    return apply_plan(opts, plan), plan.hyp
+
+
 def build_trainer(opts: TrainOptions, ctx: dist.DistContext, trainer_cls=Trainer) -> Trainer:
     """Options -> a ready Trainer (restored when resuming); writes opts.yaml / hyp.yaml for a new run."""
     opts, hyp, run_dir, cfg_source, weights, ckpt = prepare(opts, ctx)
+    sources = open_sources(opts)
+    if ckpt is None:  # a resumed run keeps the choices its checkpoint recorded
+        opts, hyp = plan_new_run(opts, hyp, ctx, sources[0], weights)
     torch.manual_seed(opts.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
-    setup = build_setup(opts, hyp, ctx, run_dir, cfg_source, weights)
+    setup = build_setup(opts, hyp, ctx, run_dir, cfg_source, weights, sources)
     torch.manual_seed(opts.seed + 1000 * ctx.rank + 1)  # per-rank stream for anything random in the loop
     if ctx.is_main and ckpt is None:
         atomic_write_text(run_dir / "opts.yaml", yaml.safe_dump(opts.to_dict(), sort_keys=False))

@@ -53,6 +53,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--amp", default="off", choices=tuple(AMP_DTYPES), help="autocast precision on CUDA (ignored on the CPU)")
     p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
     p.add_argument("--save-json", action="store_true", help="write the COCO results json")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse a split with an unusable image instead of leaving it out of the metrics")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--workers", type=int, default=default_workers(),
                    help="data loader workers per process (default: the CPU cores per local process, at most 4)")
@@ -67,7 +69,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def open_checked_split(data, split: str, num_classes: int, weights):
+def open_checked_split(data, split: str, num_classes: int, weights, strict: bool = False):
     """The split's source, opened once, after the checks that must fail before any work (dataset vs model)."""
     from detect.data.loader import open_split
     from detect.data.spec import load_data_spec
@@ -78,26 +80,33 @@ def open_checked_split(data, split: str, num_classes: int, weights):
         raise ValueError(f"{data}: the {split} split has no images (check the annotation file / image folder)")
     if source.dropped_image_ids:
         bad = [f"{path} ({kind}: {detail})" for path, kind, detail in source.report.entries
-               if kind in ("missing", "empty_file", "corrupt", "unsupported_format")]
-        raise FileNotFoundError(f"{data}: {len(source.dropped_image_ids)} image(s) of the {split} split cannot be "
-                                f"read, e.g. {'; '.join(bad[:3])}; evaluation needs every image")
+               if kind in ("missing", "empty_file", "corrupt", "unsupported_format", "label_syntax")]
+        message = (f"{data}: {len(source.dropped_image_ids)} image(s) of the {split} split cannot be used, e.g. "
+                   f"{'; '.join(bad[:3])}")
+        if strict:
+            raise FileNotFoundError(f"{message}; --strict evaluates only complete splits")
+        log.warning("%s; they and their ground truth are left out of the metrics (--strict refuses instead)",
+                    message)
     if source.num_classes != num_classes:
         raise ValueError(f"--weights {weights} predicts {num_classes} classes but {data} has "
                          f"{source.num_classes}; use weights trained for this dataset")
     return source
 
 
-def report(result: EvalResult, run_dir: Path, args, save_json: bool) -> None:
+def report(result: EvalResult, run_dir: Path, args, save_json: bool, skipped: int = 0) -> None:
     """Print the summary and the class table; write metrics.json (and results.json)."""
     t = result.timings
     print(format_summary(result.stats))
     print(format_class_table(result.per_class, result.num_images, result.stats))
     print(f"speed per image: {t['preprocess']:.1f} ms preprocess, {t['inference']:.1f} ms inference, "
           f"{t['nms']:.1f} ms NMS, {t['cocoeval']:.1f} ms COCOeval ({result.num_images} images)")
+    if skipped:
+        print(f"the figures cover {result.num_images} of {result.num_images + skipped} images: {skipped} could not "
+              f"be used (see the warning above)")
     run_dir.mkdir(parents=True, exist_ok=True)
     metrics = {"map": result.map, "map50": result.map50, "stats": dict(zip(STAT_NAMES, result.stats)),
                "per_class": [c.__dict__ for c in result.per_class], "timings_ms_per_image": t,
-               "num_images": result.num_images, "args": vars(args)}
+               "num_images": result.num_images, "images_left_out": skipped, "args": vars(args)}
     atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=1))
     if save_json:
         atomic_write_text(run_dir / "results.json", json.dumps(result.results))
@@ -110,7 +119,7 @@ def run(args) -> EvalResult:
     try:
         model = for_inference(load_model(args.cfg, args.weights, img_size=args.img, exact=True).model, ctx.device)
         # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
-        source = open_checked_split(args.data, args.split, model.num_classes, args.weights)
+        source = open_checked_split(args.data, args.split, model.num_classes, args.weights, args.strict)
         from detect.data.loader import build_eval_loader
 
         loader = build_eval_loader(source, args.split, args.img, args.batch, args.workers, model.max_stride,
@@ -121,7 +130,7 @@ def run(args) -> EvalResult:
                           channels_last=uses_channels_last(ctx.device))
         run_dir = dist.broadcast_object(next_run_dir(args.project, args.name) if ctx.is_main else None)
         if ctx.is_main:
-            report(result, run_dir, args, args.save_json)
+            report(result, run_dir, args, args.save_json, len(source.dropped_image_ids))
         return result
     finally:
         dist.destroy()

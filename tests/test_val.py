@@ -115,12 +115,19 @@ def test_val_rejects_class_count_mismatch(tmp_path, capsys):
     assert "predicts 2 classes" in err and "has 3" in err and str(spec) in err
 
 
-def test_val_rejects_missing_image(tmp_path, capsys):
+def test_val_leaves_out_an_unusable_image_and_strict_refuses(tmp_path, capsys):
     spec = write_coco_dataset(tmp_path / "data", drop_file="img1.jpg")
     weights = write_tiny_checkpoint(tmp_path)
-    assert main(_val_args(spec, weights, tmp_path)) == 2
+    assert main(_val_args(spec, weights, tmp_path, "--name", "lenient")) == 0
+    captured = capsys.readouterr()
+    assert "img1.jpg" in captured.err and "left out of the metrics" in captured.err
+    assert "the figures cover 2 of 3 images" in captured.out
+    metrics = json.loads((tmp_path / "runs" / "lenient" / "metrics.json").read_text())
+    assert metrics["num_images"] == 2 and metrics["images_left_out"] == 1
+    assert sum(c["instances"] for c in metrics["per_class"]) == 4  # img1's two boxes are not counted
+    assert main(_val_args(spec, weights, tmp_path, "--strict")) == 2
     err = capsys.readouterr().err
-    assert "img1.jpg" in err and "missing" in err
+    assert "img1.jpg" in err and "missing" in err and "--strict" in err
 
 
 def test_val_rejects_annotation_file_without_images(tmp_path, capsys):

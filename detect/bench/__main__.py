@@ -8,13 +8,14 @@ BENCHMARKS = {
     "data": "training-loader throughput and memory per worker",
     "train": "training-step throughput and peak memory",
     "val": "inference, NMS and COCOeval throughput",
+    "finetune": "a default fine-tune end to end (torchrun train.py + detect.val), figures per epoch",
 }
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in BENCHMARKS:
-        lines = "\n".join(f"  {k:6s} {v}" for k, v in BENCHMARKS.items())
+        lines = "\n".join(f"  {k:8s} {v}" for k, v in BENCHMARKS.items())
         print(f"usage: python -m detect.bench <benchmark> [options]\n\nbenchmarks:\n{lines}", file=sys.stderr)
         return 2
     module = importlib.import_module(f"detect.bench.{argv[0]}")

@@ -36,12 +36,13 @@ class TrainDataset(Dataset):
     """Mosaic (probability `mosaic`) or a centred single image, then affine, HSV and flip, at `img_size`."""
 
     def __init__(self, source: DatasetSource, img_size: int, augment: AugmentConfig, seed: int = 0,
-                 buffer_images: int = 0):
+                 buffer_images: int = 0, epochs: int | None = None):
         self.source = source
         self.records = source.records
         self.img_size = int(img_size)
         self.augment = augment
         self.seed = int(seed)
+        self.mosaic_epochs = augment.mosaic_epochs(epochs)  # later epochs see whole images (None: every epoch)
         # Recently decoded images (per worker): a mosaic draws 3 random partners, so on small and medium
         # datasets most draws hit images decoded moments ago; decoding is the dominant cost.
         self._recent: OrderedDict[int, tuple[np.ndarray, float]] = OrderedDict()
@@ -74,6 +75,7 @@ class TrainDataset(Dataset):
         rng = np.random.default_rng([self.seed, int(epoch), int(index)])
         s, cfg = self.img_size, self.augment
         use_mosaic = cfg.mosaic > 0 and rng.random() < cfg.mosaic
+        use_mosaic &= self.mosaic_epochs is None or int(epoch) < self.mosaic_epochs
         pool = batch if batch else range(len(self.records))
         indices = [index, *(pool[j] for j in rng.integers(0, len(pool), 3))] if use_mosaic else [index]
         images, boxes = zip(*(self.load_resized(i) for i in indices))

@@ -137,7 +137,8 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
     source = open_split(spec, split, cache_dir)
     if buffer_images is None:
         buffer_images = min(8 * batch_size, 512)
-    dataset = TrainDataset(source, img_size, augment or AugmentConfig(), seed=seed, buffer_images=buffer_images)
+    dataset = TrainDataset(source, img_size, augment or AugmentConfig(), seed=seed, buffer_images=buffer_images,
+                           epochs=epochs)
     per_rank = -(-len(dataset) // world_size)
     if per_rank < batch_size:
         raise ValueError(f"{split} split has {len(dataset)} usable images: {per_rank} per rank with "

@@ -181,3 +181,29 @@ def test_mosaic_partners_come_from_the_batch_so_each_image_is_decoded_once(small
     key = next(iter(loader.keys))[0]
     first, again = loader.dataset[key], loader.dataset[key]
     assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+
+
+def test_close_mosaic_trains_the_last_epochs_on_whole_images(small_synthetic, monkeypatch):
+    from detect.data import datasets
+
+    spec, cache_dir = small_synthetic
+    sources_per_sample = []
+    real = datasets.geometric_augment
+
+    def counting(rng, images, *args):
+        sources_per_sample.append(len(images))  # 4 for a mosaic, 1 for a whole image
+        return real(rng, images, *args)
+
+    monkeypatch.setattr(datasets, "geometric_augment", counting)
+    augment = AugmentConfig(mosaic=1.0, close_mosaic=0.25)
+    assert augment.mosaic_epochs(4) == 3 and augment.mosaic_epochs(None) is None
+    loader = build_train_loader(spec, 64, 5, augment, 0, 32, 0, 1, seed=0, cache_dir=cache_dir, epochs=4)
+    try:
+        per_epoch = []
+        for e in range(4):
+            sources_per_sample.clear()
+            list(loader.epoch(e))
+            per_epoch.append(set(sources_per_sample))
+    finally:
+        loader.close()
+    assert per_epoch == [{4}, {4}, {4}, {1}]
