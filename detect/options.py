@@ -44,6 +44,7 @@ class TrainOptions:
     amp: str = "auto"
     ema: bool = True
     multi_scale: bool = False
+    anchors: str = "keep"
     compile: bool = False
     eval_interval: int = 1
     max_batches: int | None = None
@@ -94,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--amp", default=d.amp, choices=AMP_MODES,
                    help="mixed precision on CUDA: auto = bf16 where supported else fp16; ignored on the CPU")
     p.add_argument("--no-ema", dest="ema", action="store_false", help="evaluate and save the raw weights, no EMA")
+    p.add_argument("--anchors", default=d.anchors, choices=("keep", "fit"),
+                   help="fit: recompute the cfg's anchors for this dataset (k-means + refinement for recall) and "
+                        "train with them (written to the run's model.cfg and checkpoints); keep: the cfg's "
+                        "(their fit is checked and logged either way)")
     p.add_argument("--multi-scale", action="store_true", help="random input size per step in [0.5, 1.5] x img size")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the model (fuses BatchNorm and activations; the first steps compile)")

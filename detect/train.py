@@ -115,13 +115,52 @@ def open_sources(opts: TrainOptions):
     return train_source, open_split(spec, "val", opts.cache_dir) if has_val else None
 
 
+def fit_cfg_anchors(cfg_source, shapes, hyp: Hyp, seed: int, ctx: dist.DistContext, run_dir: Path) -> str:
+    """The cfg text with anchors fitted to the training boxes (rank 0 fits, every rank gets the text)."""
+    from detect.anchors import anchor_changes, describe_anchor_changes, fit_anchors, read_anchor_layout
+    from detect.anchors import rewrite_cfg_anchors
+    from detect.darknet.cfg import read_cfg_source
+
+    new_text = None
+    if ctx.is_main:
+        text, source, _ = read_cfg_source(cfg_source)  # the text as written, comments kept
+        layout = read_anchor_layout(text, source)
+        fitted = fit_anchors(shapes, layout, hyp.loss.anchor_t, seed=seed)
+        log.info("--anchors fit: %s", fitted.summary())
+        log.info("%s", describe_anchor_changes(anchor_changes(layout, fitted.anchors)))
+        new_text = rewrite_cfg_anchors(text, fitted.anchors, source)
+        atomic_write_text(run_dir / "model.cfg", new_text)
+        log.info("the run's cfg with these anchors: %s", run_dir / "model.cfg")
+    return dist.broadcast_object(new_text)
+
+
+def check_anchor_fit(model, shapes, hyp: Hyp, ctx: dist.DistContext) -> None:
+    """Log how well the anchors cover the training boxes, and warn (once) when some boxes cannot be learnt."""
+    from detect.anchors import model_anchor_fit, poor_fit_warning
+
+    fit = model_anchor_fit(model, shapes, hyp.loss.anchor_t)
+    log.info("%s", fit.summary())
+    warning = poor_fit_warning(fit)
+    if warning and ctx.is_main:
+        log.warning("%s", warning)
+
+
 def prepare_model(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_source, weights: str | None,
-                  names: list[str]):
-    """(bare model on the device, frozen BatchNorm modules, training size): loaded, initialised, frozen."""
+                  train_source, run_dir: Path):
+    """(bare model on the device, frozen BatchNorm modules, training size): loaded (anchors fitted with
+    --anchors fit), initialised, frozen."""
+    from detect.anchors import label_shapes
+
+    names = list(train_source.names)
     model = load_model(cfg_source, weights, num_classes=len(names)).model  # load_weights logs the transfer
     img_size = opts.img_size or max(model.input_size)
     if img_size % model.max_stride:
         raise ValueError(f"--img-size {img_size} must be a multiple of the cfg's largest stride {model.max_stride}")
+    shapes = label_shapes(train_source, img_size)
+    if opts.anchors == "fit" and opts.resume is None:  # a resumed run's cfg already holds its fitted anchors
+        cfg_source = fit_cfg_anchors(cfg_source, shapes, hyp, opts.seed, ctx, run_dir)
+        model = load_model(cfg_source, weights, num_classes=len(names)).model
+    check_anchor_fit(model, shapes, hyp, ctx)
     if weights is None:  # from scratch (a resumed run overwrites this with its checkpoint)
         init_head_priors(model, img_size)
     set_bn_momentum(model, hyp.optim.bn_momentum)
@@ -168,7 +207,7 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
 
     train_source, val_source = sources or open_sources(opts)
     names = list(train_source.names)
-    model, frozen_bn, img_size = prepare_model(opts, hyp, ctx, cfg_source, weights, names)
+    model, frozen_bn, img_size = prepare_model(opts, hyp, ctx, cfg_source, weights, train_source, run_dir)
     model, ddp_model = wrap_model(model, opts, ctx)
     ema = ModelEMA(model, hyp.ema.decay, hyp.ema.tau) if opts.ema else None
     loader = build_train_loader(train_source, img_size, opts.batch_size, hyp.augment, opts.workers, model.max_stride,
