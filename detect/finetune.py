@@ -17,6 +17,7 @@ NOMINAL_BATCH = 64  # images per optimiser step reached by accumulation in a lon
 # A fine-tune should make at least this many optimiser steps: below it, accumulating to the nominal batch costs
 # more in lost updates than the less noisy gradient gives (160 images x 10 epochs at nbs 64 are 30 steps).
 MIN_FINETUNE_STEPS = 300
+FINETUNE_CLOSE_MOSAIC = 0.3  # fraction of a fine-tune's last epochs without mosaic
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,10 @@ def finetune_hyp(hyp: Hyp, user_keys: set[str], total_steps: int) -> tuple[Hyp, 
         changes["warmup_bias_lr"] = 0.0
         reasons.append("warmup_bias_lr 0: biases ramp up with the weights instead of starting at 10x lr, which "
                        "would overwrite the pretrained objectness and box biases")
+    if "close_mosaic" not in user_keys:
+        changes["close_mosaic"] = FINETUNE_CLOSE_MOSAIC
+        reasons.append(f"close_mosaic {FINETUNE_CLOSE_MOSAIC}: the last {FINETUNE_CLOSE_MOSAIC:.0%} of the epochs "
+                       f"train on whole images, as evaluated; mosaic before that multiplies the few images")
     return (hyp.replace_flat(**changes) if changes else hyp), reasons
 
 

@@ -152,17 +152,23 @@ def prepare_model(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_sourc
     from detect.anchors import label_shapes
 
     names = list(train_source.names)
-    model = load_model(cfg_source, weights, num_classes=len(names)).model  # load_weights logs the transfer
+    loaded = load_model(cfg_source, weights, names=names)  # logs the transfer, head by head
+    model = loaded.model
     img_size = opts.img_size or max(model.input_size)
     if img_size % model.max_stride:
         raise ValueError(f"--img-size {img_size} must be a multiple of the cfg's largest stride {model.max_stride}")
     shapes = label_shapes(train_source, img_size)
     if opts.anchors == "fit" and opts.resume is None:  # a resumed run's cfg already holds its fitted anchors
         cfg_source = fit_cfg_anchors(cfg_source, shapes, hyp, opts.seed, ctx, run_dir)
-        model = load_model(cfg_source, weights, num_classes=len(names)).model
+        loaded = load_model(cfg_source, weights, names=names)
+        model = loaded.model
     check_anchor_fit(model, shapes, hyp, ctx)
     if weights is None:  # from scratch (a resumed run overwrites this with its checkpoint)
         init_head_priors(model, img_size)
+    else:  # heads the weights did not reach (a .conv.N backbone) start as from scratch
+        untouched = [h["head"] for h in loaded.report.get("heads", []) if h["reason"]]
+        if untouched:
+            init_head_priors(model, img_size, heads=untouched)
     set_bn_momentum(model, hyp.optim.bn_momentum)
     frozen_bn = freeze_layers(model, opts.freeze)
     model.to(ctx.device)

@@ -1,9 +1,10 @@
 """The one way every tool builds a model: a cfg plus optional weights (Darknet `.weights`, a partial backbone
 such as `darknet53.conv.74`, a `.pt` weights file or a training checkpoint), read once.
 
-Training asks for `num_classes` (the cfg's heads are rewritten, and tensors that no longer fit are reported, not
-loaded); evaluation and prediction ask for `exact=True` (weights that do not fit the cfg are an error, since a
-partly initialised model gives meaningless numbers).
+Training asks for `names` (the cfg's heads are rewritten to that many classes; the convs feeding them keep their
+box and objectness rows and the class rows whose names the source shares, see detect.darknet.transfer);
+evaluation and prediction ask for `exact=True` (weights that do not fit the cfg are an error, since a partly
+initialised model gives meaningless numbers).
 """
 
 from __future__ import annotations
@@ -25,14 +26,21 @@ log = logging.getLogger(__name__)
 @dataclass
 class LoadedModel:
     model: Darknet
-    report: dict | None  # what load_weights copied and skipped (None without weights)
+    report: dict | None  # what load_weights copied, skipped and transferred per head (None without weights)
     names: list[str] | None  # class names a .pt carries (None for .weights)
 
 
-def load_model(cfg=None, weights=None, *, num_classes: int | None = None, img_size=None,
-               exact: bool = False) -> LoadedModel:
-    """Build `cfg` (a path or cfg text; a .pt may supply its own) and load `weights` into it."""
-    checkpoint, names = None, None
+def load_model(cfg=None, weights=None, *, num_classes: int | None = None, names: list[str] | None = None,
+               img_size=None, exact: bool = False) -> LoadedModel:
+    """Build `cfg` (a path or cfg text; a .pt may supply its own) and load `weights` into it. `names`, the
+    classes to train, set `num_classes` and let class rows be matched by name with the source's."""
+    if names is not None:
+        names = list(names)
+        if num_classes is not None and num_classes != len(names):
+            raise ValueError(f"num_classes={num_classes} but {len(names)} class names were given; "
+                             f"pass one or the other, or both agreeing")
+        num_classes = len(names)
+    checkpoint, source_names = None, None
     if weights is not None:
         weights = Path(weights)
         if not weights.is_file():
@@ -40,7 +48,7 @@ def load_model(cfg=None, weights=None, *, num_classes: int | None = None, img_si
         if is_torch_checkpoint(weights):
             checkpoint = load_checkpoint(weights)
             checkpoint_state_dict(checkpoint, weights)  # raises when the file holds no weights
-            names = list(checkpoint.get("names") or []) or None
+            source_names = list(checkpoint.get("names") or []) or None
             cfg = cfg or checkpoint.get("cfg_text")
     if cfg is None:
         raise ValueError(f"--cfg is required: {weights} is a Darknet .weights file, which holds no cfg")
@@ -48,14 +56,14 @@ def load_model(cfg=None, weights=None, *, num_classes: int | None = None, img_si
     if model.is_classifier:
         raise ValueError(f"--cfg {model.cfg_path or 'text'}: a classifier cfg has no [yolo] heads; "
                          f"pick a detection cfg")
-    report = None if weights is None else load_weights(model, weights, checkpoint=checkpoint)
+    report = None if weights is None else load_weights(model, weights, checkpoint=checkpoint, names=names)
     if exact and report is not None:
         problems = list(report.get("skipped", [])) + list(report.get("missing", []))
         if problems:
             raise ValueError(f"{weights} does not fit {model.cfg_path or 'the cfg'} ({model.num_classes} "
                              f"classes): {len(problems)} tensor(s) differ, e.g. {problems[0]}; pass the cfg the "
                              f"weights were trained with")
-    return LoadedModel(model, report, names)
+    return LoadedModel(model, report, source_names)
 
 
 def uses_channels_last(device: torch.device) -> bool:

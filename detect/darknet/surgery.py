@@ -41,19 +41,32 @@ def freeze_layers(model, spec: str | None) -> list:
     return frozen_bn
 
 
-def init_head_priors(model, img_size: int) -> None:
+def prior_biases(model, head):
+    """The feeder conv's biases as [A, 5+K] rows of `head`, or None where a from-scratch start sets no priors:
+    a BatchNorm feeder has no conv bias, and new_coords heads (logistic feeders) start from the plain init."""
+    feeder = model.layers[head.layer_index - 1]
+    if not isinstance(feeder, ConvBlock) or feeder.conv.bias is None or head.new_coords:
+        return None
+    return feeder.conv.bias.view(head.num_anchors, -1)
+
+
+def class_prior_logit(num_classes: int) -> float:
+    """The from-scratch class bias: about 0.6 / K probability for each class."""
+    return math.log(0.6 / max(num_classes - 0.99, 0.01))
+
+
+def init_head_priors(model, img_size: int, heads=None) -> None:
     """From-scratch start: bias the convs feeding the heads to a low objectness prior (about 8 objects per
-    image spread over each head's cells) and uniform class probabilities, so early steps are not spent there."""
-    for head in model.heads:
-        feeder = model.layers[head.layer_index - 1]
-        if not isinstance(feeder, ConvBlock) or feeder.conv.bias is None or head.new_coords:
+    image spread over each head's cells) and uniform class probabilities, so early steps are not spent there.
+    `heads` (indices into model.heads) limits it to those heads, e.g. ones no weights reached."""
+    for i, head in enumerate(model.heads):
+        bias = prior_biases(model, head)
+        if bias is None or (heads is not None and i not in heads):
             continue
-        cells = (img_size / max(head.stride)) ** 2
+        prior = min(8.0 / (img_size / max(head.stride)) ** 2, 0.5)
         with torch.no_grad():
-            bias = feeder.conv.bias.view(head.num_anchors, -1)
-            prior = min(8.0 / cells, 0.5)
             bias[:, 4] += math.log(prior / (1.0 - prior))
-            bias[:, 5:] += math.log(0.6 / max(head.num_classes - 0.99, 0.01))
+            bias[:, 5:] += class_prior_logit(head.num_classes)
 
 
 def set_bn_momentum(model, momentum: float | None) -> None:

@@ -2,7 +2,8 @@
 
 A `.weights` file has no layout of its own: it is read with the layer list of the cfg it was written for. For a
 model built with `num_classes=`, that is the cfg before the rewrite (`model.weights_file_layout()`); arrays
-whose shapes then differ from the model's (the heads) are skipped and reported.
+whose shapes then differ from the model's (the convs feeding the heads) are not copied whole but row by row
+(detect.darknet.transfer), and reported.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from detect.checkpoint import checkpoint_state_dict, is_torch_checkpoint
 from detect.files import atomic_write
 
 from .layers import ConvBlock
+from .transfer import assumed_coco_names, cfg_head_layouts, describe_head, model_head_layouts, transfer_state
 
 log = logging.getLogger(__name__)
 
@@ -97,18 +99,24 @@ def read_darknet_arrays(layout, path) -> tuple[dict, dict]:
     return arrays, report
 
 
-def load_darknet_weights(model, path) -> dict:
-    """Load a Darknet .weights file into `model`; returns a report (layers loaded, floats consumed, skipped)."""
+def load_darknet_weights(model, path, names: list[str] | None = None) -> dict:
+    """Load a Darknet .weights file into `model`; returns a report (layers loaded, floats consumed, skipped,
+    heads). `names` are the model's class names, matched against COCO's when the file's heads have 80 classes."""
     if model.fused:
         raise ValueError("load .weights before fuse(): a fused model has no BatchNorm to receive them")
-    arrays, report = read_darknet_arrays(model.weights_file_layout(), path)
-    report["skipped"] = _copy_matching(model, {k: torch.from_numpy(v) for k, v in arrays.items()})
+    layout = model.weights_file_layout()
+    arrays, report = read_darknet_arrays(layout, path)
+    source_layouts = model_head_layouts(layout)
+    source_names = assumed_coco_names(source_layouts, path) if names is not None else None
+    state = {k: torch.from_numpy(v) for k, v in arrays.items()}
+    report["skipped"], report["heads"] = transfer_state(model, state, source_layouts, source_names, names)
     report["tensors_loaded"] = len(arrays) - len(report["skipped"])
     model.seen = report["seen"]
     log.info("%s: loaded %d of %d layers (%d floats, %d of %d bytes), version %s, seen %d%s", path,
              report["layers_loaded"], report["total_layers"], report["floats"], report["bytes_consumed"],
              report["bytes"], ".".join(map(str, report["version"])), report["seen"],
-             f"; skipped {len(report['skipped'])} tensors (shape differs)" if report["skipped"] else "")
+             f"; {len(report['skipped'])} tensors not copied whole (shape differs)" if report["skipped"] else "")
+    _log_heads(report["heads"])
     return report
 
 
@@ -147,39 +155,37 @@ def _strip_prefixes(state: dict) -> dict:
     return out
 
 
-def _copy_matching(model, state: dict) -> list[str]:
-    """Copy every tensor whose name and shape match; return descriptions of those skipped."""
-    target = model.state_dict(keep_vars=True)
-    skipped = []
-    with torch.no_grad():
-        for name, value in state.items():
-            if name not in target:
-                skipped.append(f"{name}: not in this model")
-            elif tuple(target[name].shape) != tuple(value.shape):
-                skipped.append(f"{name}: source {tuple(value.shape)} vs model {tuple(target[name].shape)}")
-            else:
-                target[name].copy_(value)
-    return skipped
+def _log_heads(heads: list[dict]) -> None:
+    for head in heads:
+        log.info("  %s", describe_head(head))
 
 
-def load_weights(model, path, checkpoint: dict | None = None) -> dict:
+def load_weights(model, path, checkpoint: dict | None = None, names: list[str] | None = None) -> dict:
     """Fine-tuning transfer from a `.weights` file or a `.pt` checkpoint: every tensor whose name and shape match
-    is copied, the rest keep their initialisation; returns a report with `skipped` (and logs it). A `.pt` the
-    caller has already read is passed as `checkpoint` (it is not read again)."""
+    is copied, and the convs feeding the heads row by row (box and objectness rows, class rows whose names match
+    `names`, the model's class names); the rest keep their initialisation. Returns a report with `skipped` and
+    `heads` (one dict per head, see detect.darknet.transfer.head_report) and logs it. A `.pt` the caller has
+    already read is passed as `checkpoint` (it is not read again)."""
     path = Path(path)
     if checkpoint is None and not path.is_file():
         raise FileNotFoundError(f"weights file not found: {path}")
     if checkpoint is None and not is_torch_checkpoint(path):
-        return load_darknet_weights(model, path)
+        return load_darknet_weights(model, path, names)
     if checkpoint is None:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     state = _strip_prefixes(checkpoint_state_dict(checkpoint, path))
-    skipped = _copy_matching(model, state)
+    cfg_text = checkpoint.get("cfg_text") if isinstance(checkpoint.get("cfg_text"), str) else None
+    source_layouts = cfg_head_layouts(cfg_text, f"{path} (its cfg_text)") if cfg_text else None
+    source_names = checkpoint.get("names")  # a bare state dict has none
+    source_names = [str(n) for n in source_names] if isinstance(source_names, (list, tuple)) and source_names \
+        else None
+    skipped, heads = transfer_state(model, state, source_layouts, source_names, names)
     missing = sorted(set(model.state_dict()) - set(state))
     report = {"path": str(path), "tensors_loaded": len(state) - len(skipped), "skipped": skipped,
-              "missing": missing}
+              "missing": missing, "heads": heads}
     log.info("%s: loaded %d tensors; %d skipped (shape or name differs), %d model tensors not in the file",
              path, report["tensors_loaded"], len(skipped), len(missing))
     for line in skipped:
         log.info("  skipped %s", line)
+    _log_heads(heads)
     return report

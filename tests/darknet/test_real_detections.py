@@ -4,29 +4,16 @@ and fusing BatchNorm keeps the outputs within 1e-4 relative."""
 import json
 
 import cv2
-import numpy as np
 import pytest
 import torch
 
 from detect import Darknet
 from tests.conftest import shared_path
 
-from .helpers import randomize_weights, relative_error
+from .helpers import letterbox, randomize_weights, relative_error
 
 # (file, COCO category name) of val images whose annotation has one large, unambiguous object
 IMAGES = [("000000359937.jpg", "bus"), ("000000104455.jpg", "zebra")]
-
-
-def letterbox(image: np.ndarray, size: int) -> tuple[torch.Tensor, float, tuple[int, int]]:
-    """RGB float [1,3,size,size] in [0,1], aspect kept, grey (0.5) border; returns (tensor, scale, (left, top))."""
-    h, w = image.shape[:2]
-    scale = min(size / w, size / h)
-    new_w, new_h = round(w * scale), round(h * scale)
-    canvas = np.full((size, size, 3), 0.5, np.float32)
-    left, top = (size - new_w) // 2, (size - new_h) // 2
-    resized = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
-    canvas[top:top + new_h, left:left + new_w] = resized[:, :, ::-1].astype(np.float32) / 255  # BGR -> RGB
-    return torch.from_numpy(canvas).permute(2, 0, 1)[None].contiguous(), scale, (left, top)
 
 
 def iou_xyxy(a, b) -> float:
