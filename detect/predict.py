@@ -28,6 +28,7 @@ from detect.darknet.load import for_inference, load_model
 from detect.data.augment import letterbox
 from detect.data.geometry import rect_shape, round_up
 from detect.data.images import IMAGE_SUFFIXES, load_image
+from detect.files import atomic_write_bytes, atomic_write_text
 from detect.log import setup_logging
 from detect.postprocess import non_max_suppression, scale_to_original
 from detect.runs import next_run_dir
@@ -147,9 +148,17 @@ def save_results(det: torch.Tensor, names: list[str], shape, stem: str, run_dir:
                      f"{(y2 - y1) / h:.6f} {score:.5f}")
         objects.append({"class": int(k), "name": names[int(k)], "confidence": round(score, 5),
                         "box_xyxy": [round(v, 2) for v in (x1, y1, x2, y2)]})
-    (run_dir / "labels" / f"{stem}.txt").write_text("".join(line + "\n" for line in lines))
+    atomic_write_text(run_dir / "labels" / f"{stem}.txt", "".join(line + "\n" for line in lines))
     record = {"source": source, "width": w, "height": h, "detections": objects}
-    (run_dir / "json" / f"{stem}.json").write_text(json.dumps(record, indent=1))
+    atomic_write_text(run_dir / "json" / f"{stem}.json", json.dumps(record, indent=1))
+
+
+def write_image(path: Path, image: np.ndarray) -> None:
+    """Encode in the format of `path`'s suffix and write it atomically."""
+    ok, data = cv2.imencode(path.suffix or ".jpg", image)
+    if not ok:
+        raise ValueError(f"{path}: OpenCV cannot encode an image as {path.suffix!r}")
+    atomic_write_bytes(path, data.tobytes())
 
 
 def summary(det: torch.Tensor, names: list[str]) -> str:
@@ -180,7 +189,7 @@ def run(args) -> Path:
         image = load_image(path)
         det = detect(model, image, *detect_args)
         elapsed = (time.perf_counter() - tick) * 1000
-        cv2.imwrite(str(run_dir / path.name), draw(image, det, names))
+        write_image(run_dir / path.name, draw(image, det, names))
         save_results(det, names, image.shape, path.stem, run_dir, str(path))
         print(f"image {i}/{len(files)} {path}: {summary(det, names)} ({elapsed:.1f} ms)")
     print(f"results written to {run_dir}")
