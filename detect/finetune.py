@@ -7,7 +7,6 @@ with its reason, which training logs; a value the user set is never changed.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -98,8 +97,3 @@ def plan_run(shape: RunShape, hyp: Hyp, nbs: int | None, user_keys: set[str]) ->
         hyp, why = finetune_hyp(hyp, user_keys, max(shape.micro_batches // accumulate, 1))
         reasons += why
     return Plan(nbs, hyp, tuple(reasons))
-
-
-def apply_plan(opts, plan: Plan):
-    """`opts` with the planned nominal batch (options are frozen)."""
-    return dataclasses.replace(opts, nbs=plan.nbs)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import logging
 import math
@@ -25,7 +26,7 @@ from detect.darknet.load import load_model, uses_channels_last
 from detect.darknet.surgery import freeze_layers, init_head_priors, set_bn_momentum
 from detect.ema import ModelEMA
 from detect.files import atomic_write_text
-from detect.finetune import RunShape, apply_plan, plan_run
+from detect.finetune import RunShape, plan_run
 from detect.log import setup_logging
 from detect.loss import YoloLoss
 from detect.optim import LRSchedule, accumulation_steps, build_optimizer
@@ -117,8 +118,13 @@ def open_sources(opts: TrainOptions):
 
 def fit_cfg_anchors(cfg_source, shapes, hyp: Hyp, seed: int, ctx: dist.DistContext, run_dir: Path) -> str:
     """The cfg text with anchors fitted to the training boxes (rank 0 fits, every rank gets the text)."""
-    from detect.anchors import anchor_changes, describe_anchor_changes, fit_anchors, read_anchor_layout
-    from detect.anchors import rewrite_cfg_anchors
+    from detect.anchors import (
+        anchor_changes,
+        describe_anchor_changes,
+        fit_anchors,
+        read_anchor_layout,
+        rewrite_cfg_anchors,
+    )
     from detect.darknet.cfg import read_cfg_source
 
     new_text = None
@@ -134,15 +140,23 @@ def fit_cfg_anchors(cfg_source, shapes, hyp: Hyp, seed: int, ctx: dist.DistConte
     return dist.broadcast_object(new_text)
 
 
-def check_anchor_fit(model, shapes, hyp: Hyp, ctx: dist.DistContext) -> None:
-    """Log how well the anchors cover the training boxes, and warn (once) when some boxes cannot be learnt."""
+def check_anchor_fit(model, shapes, hyp: Hyp) -> None:
+    """Log how well the anchors cover the training boxes, and warn when some boxes cannot be learnt."""
     from detect.anchors import model_anchor_fit, poor_fit_warning
 
     fit = model_anchor_fit(model, shapes, hyp.loss.anchor_t)
     log.info("%s", fit.summary())
     warning = poor_fit_warning(fit)
-    if warning and ctx.is_main:
+    if warning:
         log.warning("%s", warning)
+
+
+def training_size(model, opts: TrainOptions) -> int:
+    """--img-size, or the cfg's; a multiple of the model's largest stride."""
+    img_size = opts.img_size or max(model.input_size)
+    if img_size % model.max_stride:
+        raise ValueError(f"--img-size {img_size} must be a multiple of the cfg's largest stride {model.max_stride}")
+    return img_size
 
 
 def prepare_model(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_source, weights: str | None,
@@ -150,19 +164,19 @@ def prepare_model(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_sourc
     """(bare model on the device, frozen BatchNorm modules, training size): loaded (anchors fitted with
     --anchors fit), initialised, frozen."""
     from detect.anchors import label_shapes
+    from detect.darknet.model import Darknet
 
     names = list(train_source.names)
+    if opts.anchors == "fit" and opts.resume is None:  # a resumed run's cfg already holds its fitted anchors
+        with torch.device("meta"):  # shapes only: the anchors are fitted before the weights are read, once
+            img_size = training_size(Darknet(cfg_source, num_classes=len(names)), opts)
+        cfg_source = fit_cfg_anchors(cfg_source, label_shapes(train_source, img_size), hyp, opts.seed, ctx,
+                                     run_dir)
     loaded = load_model(cfg_source, weights, names=names)  # logs the transfer, head by head
     model = loaded.model
-    img_size = opts.img_size or max(model.input_size)
-    if img_size % model.max_stride:
-        raise ValueError(f"--img-size {img_size} must be a multiple of the cfg's largest stride {model.max_stride}")
-    shapes = label_shapes(train_source, img_size)
-    if opts.anchors == "fit" and opts.resume is None:  # a resumed run's cfg already holds its fitted anchors
-        cfg_source = fit_cfg_anchors(cfg_source, shapes, hyp, opts.seed, ctx, run_dir)
-        loaded = load_model(cfg_source, weights, names=names)
-        model = loaded.model
-    check_anchor_fit(model, shapes, hyp, ctx)
+    img_size = training_size(model, opts)
+    if ctx.is_main:  # the same figures on every rank: one computes and logs them
+        check_anchor_fit(model, label_shapes(train_source, img_size), hyp)
     if weights is None:  # from scratch (a resumed run overwrites this with its checkpoint)
         init_head_priors(model, img_size)
     else:  # heads the weights did not reach (a .conv.N backbone) start as from scratch
@@ -258,7 +272,7 @@ def plan_new_run(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, train_sour
     plan = plan_run(shape, hyp, opts.nbs, set(read_hyp_file(opts.hyp)))
     for reason in plan.reasons:
         log.info("fine-tune default: %s", reason)
-    return apply_plan(opts, plan), plan.hyp
+    return dataclasses.replace(opts, nbs=plan.nbs), plan.hyp
 
 
 def build_trainer(opts: TrainOptions, ctx: dist.DistContext, trainer_cls=Trainer) -> Trainer:

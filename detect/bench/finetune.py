@@ -51,7 +51,7 @@ def run(args, project: Path) -> int:
         return 1
     run_dir = project / "finetune"
     for line in proc.stderr.splitlines() + proc.stdout.splitlines():
-        if "fine-tune default:" in line or "transfer" in line.lower():
+        if "fine-tune default:" in line or "box+obj rows copied" in line or "nothing copied" in line:
             print(line.split("] ", 1)[-1])
     rows = list(csv.DictReader((run_dir / "results.csv").open()))
     print(f"{'epoch':>5s} {'box':>7s} {'obj':>7s} {'cls':>7s} {'mAP@0.5':>8s} {'mAP':>7s} {'epoch s':>8s} "
