@@ -37,18 +37,26 @@ def parameter_groups(model: nn.Module) -> tuple[list, list, list]:
     return decay, bn_weights, biases
 
 
-def build_optimizer(model: nn.Module, name: str, lr: float, momentum: float, weight_decay: float
-                    ) -> torch.optim.Optimizer:
+GROUP_KINDS = ("weights", "bn", "bias")  # the order of LRSchedule.values' learning rates
+
+
+def build_optimizer(model: nn.Module, name: str, lr: float, momentum: float, weight_decay: float,
+                    scaled: tuple | list = (), lr_scale: float = 1.0) -> torch.optim.Optimizer:
     """SGD (Nesterov) or AdamW with groups 0: decayed weights, 1: BN weights, 2: biases (no decay on 1 and 2);
-    the fused implementation when every parameter is on CUDA."""
+    the fused implementation when every parameter is on CUDA. With `lr_scale` != 1 the parameters in `scaled`
+    form three more groups of the same kinds whose learning rate is `lr_scale` times their kind's."""
     if name not in OPTIMIZERS:
         raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {name!r}")
-    decay, bn_weights, biases = parameter_groups(model)
-    if not (decay or bn_weights or biases):
+    kinds = dict(zip(GROUP_KINDS, parameter_groups(model)))
+    if not any(kinds.values()):
         raise ValueError("no trainable parameters (is every layer frozen?)")
-    groups = [{"params": decay, "weight_decay": weight_decay, "group": "weights"},
-              {"params": bn_weights, "weight_decay": 0.0, "group": "bn"},
-              {"params": biases, "weight_decay": 0.0, "group": "bias"}]
+    scaled_ids = {id(p) for p in scaled} if lr_scale != 1.0 else set()
+    decays = {"weights": weight_decay, "bn": 0.0, "bias": 0.0}
+    groups = [{"params": [p for p in params if id(p) not in scaled_ids], "weight_decay": decays[kind],
+               "group": kind, "lr_scale": 1.0} for kind, params in kinds.items()]
+    if scaled_ids:
+        groups += [{"params": [p for p in params if id(p) in scaled_ids], "weight_decay": decays[kind],
+                    "group": kind, "lr_scale": lr_scale} for kind, params in kinds.items()]
     # On CUDA the fused kernels update every tensor in a few launches and take GradScaler's inf check on the
     # device (the unfused path reads it on the host once per step).
     fused = all(p.is_cuda for g in groups for p in g["params"]) or None
@@ -118,10 +126,12 @@ class LRSchedule:
         return [lr * w, lr * w, bias_lr], momentum
 
     def apply(self, optimizer: torch.optim.Optimizer, step: int) -> float:
-        """Set lr and momentum (AdamW: beta1) of every group for `step`; returns the weights' lr."""
+        """Set lr (times the group's `lr_scale`) and momentum (AdamW: beta1) of every group for `step`; returns
+        the weights' lr."""
         lrs, momentum = self.values(step)
-        for group, lr in zip(optimizer.param_groups, lrs):
-            group["lr"] = lr
+        by_kind = dict(zip(GROUP_KINDS, lrs))
+        for group in optimizer.param_groups:
+            group["lr"] = by_kind[group["group"]] * group.get("lr_scale", 1.0)
             if "momentum" in group:
                 group["momentum"] = momentum
             elif "betas" in group:

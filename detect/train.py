@@ -23,7 +23,7 @@ from detect import dist
 from detect.checkpoint import check_resumable, load_checkpoint
 from detect.config import Hyp, load_hyp, read_hyp_file
 from detect.darknet.load import load_model, uses_channels_last
-from detect.darknet.surgery import freeze_layers, init_head_priors, set_bn_momentum
+from detect.darknet.surgery import freeze_layers, head_feeder_parameters, init_head_priors, set_bn_momentum
 from detect.ema import ModelEMA
 from detect.files import atomic_write_text
 from detect.finetune import RunShape, plan_run
@@ -210,7 +210,8 @@ def build_optimisation(model, opts: TrainOptions, hyp: Hyp, ctx: dist.DistContex
     steps_per_epoch = math.ceil(batches_per_epoch / accumulate)
     # weight decay follows the images per step relative to the nominal batch
     decay = optim.weight_decay * opts.batch_size * ctx.world_size * accumulate / opts.nbs
-    optimizer = build_optimizer(model, opts.optimizer, optim.lr0, optim.momentum, decay)
+    optimizer = build_optimizer(model, opts.optimizer, optim.lr0, optim.momentum, decay,
+                                scaled=head_feeder_parameters(model), lr_scale=optim.head_lr_scale)
     total = opts.epochs * steps_per_epoch
     warmup = min(max(round(optim.warmup_epochs * steps_per_epoch), optim.warmup_min_steps), total // 2)
     return optimizer, LRSchedule.from_config(optim, total, warmup, opts.schedule), accumulate, steps_per_epoch

@@ -66,3 +66,17 @@ def test_accumulation_steps():
     assert accumulation_steps(64, 8, 2) == 4
     assert accumulation_steps(64, 16, 1) == 4
     assert accumulation_steps(64, 128, 2) == 1
+
+
+def test_scaled_parameters_get_their_own_groups_at_a_multiple_of_the_lr():
+    m = _model()
+    head = list(m[2].parameters())  # the last conv: weight (decayed) and bias
+    opt = build_optimizer(m, "sgd", lr=0.01, momentum=0.9, weight_decay=5e-4, scaled=head, lr_scale=4.0)
+    assert [(g["group"], g["lr_scale"], len(g["params"])) for g in opt.param_groups] == [
+        ("weights", 1.0, 1), ("bn", 1.0, 1), ("bias", 1.0, 1), ("weights", 4.0, 1), ("bn", 4.0, 0), ("bias", 4.0, 1)]
+    s = LRSchedule(lr0=0.01, total_steps=100, warmup_steps=10, warmup_bias_lr=0.0)
+    s.apply(opt, 5)
+    lrs, _ = s.values(5)
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([lrs[0], lrs[1], lrs[2], 4 * lrs[0], 4 * lrs[1],
+                                                                 4 * lrs[2]])
+    assert len(build_optimizer(m, "sgd", 0.01, 0.9, 5e-4, scaled=head, lr_scale=1.0).param_groups) == 3
