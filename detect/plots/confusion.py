@@ -42,4 +42,4 @@ def plot_confusion_matrix(counts: np.ndarray, names: Sequence[str], path: str | 
                         color="white" if value > 0.5 else "black")
     ax.set(xlabel="true class", ylabel="predicted class",
            title=f"Confusion matrix (normalised per true class; conf >= {conf_thres:g}, IoU >= {iou_thres:g})")
-    return save_figure(fig, path)
+    return save_figure(fig, path, dpi=150 if k <= ANNOTATE_CLASSES else 100)  # a large matrix: 2000 px, not 3000
