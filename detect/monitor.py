@@ -21,7 +21,7 @@ TRAIN_MOSAICS = 3  # train_batch0..2.jpg: the first batches of the first epoch
 def _guarded(what: str, draw: Callable[[], object]) -> None:
     try:
         draw()
-    except Exception as e:  # a picture is never worth a failed run
+    except Exception as e:  # noqa: BLE001 (a picture is never worth a failed run)
         log.warning("could not write %s: %s: %s", what, type(e).__name__, e)
 
 

@@ -28,8 +28,8 @@ from detect.ema import ModelEMA
 from detect.files import atomic_write_text
 from detect.finetune import RunShape, plan_run
 from detect.log import setup_logging
-from detect.monitor import chain
 from detect.loss import YoloLoss
+from detect.monitor import chain
 from detect.optim import LRSchedule, accumulation_steps, build_optimizer
 from detect.options import TrainOptions, parse_options
 from detect.precision import amp_dtype

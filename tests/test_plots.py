@@ -112,6 +112,7 @@ def _png_size(path):
 
 
 def test_results_labels_and_evaluation_plots_are_written(tmp_path):
+    from detect.data.records import ImageRecord
     from detect.plots import (
         label_statistics,
         plot_confusion_matrix,
@@ -121,7 +122,6 @@ def test_results_labels_and_evaluation_plots_are_written(tmp_path):
         plot_results,
         read_results_csv,
     )
-    from detect.data.records import ImageRecord
 
     csv_path = tmp_path / "results.csv"
     csv_path.write_text("epoch,box,obj,lr,map50\n1,0.5,0.3,0.01,\n2,0.4,0.2,0.005,0.61\n")

@@ -19,5 +19,5 @@ _HOMES = {
     "batch_tiles": "detect.plots.mosaics",
     "write_eval_plots": "detect.plots.evaluation",
 }
-__all__ = sorted(_HOMES)
+__all__ = list(_HOMES)
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES)

@@ -50,7 +50,7 @@ def _draw_tile(tile: Tile, names: Sequence[str]) -> np.ndarray:
     canvas = np.full((TILE, TILE, 3), 114, dtype=np.uint8)
     canvas[: image.shape[0], : image.shape[1]] = image
     for i, (box, k) in enumerate(zip(np.asarray(tile.boxes).reshape(-1, 4) * scale, tile.classes)):
-        x1, y1, x2, y2 = (int(round(v)) for v in box)
+        x1, y1, x2, y2 = (round(float(v)) for v in box)
         colour = class_colour(k)
         cv2.rectangle(canvas, (x1, y1), (x2, y2), colour, 2)
         name = names[int(k)] if 0 <= int(k) < len(names) else str(int(k))
