@@ -72,3 +72,17 @@ def test_val_prints_pycocotools_lines_then_the_table_and_writes_plots(tmp_path, 
     for name in ("PR_curve.png", "F1_curve.png", "confusion_matrix.png", "val_batch0_pred.jpg",
                  "val_batch0_labels.jpg", "metrics.json"):
         assert (run_dir / name).stat().st_size > 1000, name
+
+
+def test_a_plot_that_fails_is_a_warning_and_mosaics_only_for_the_first_batches(tmp_path):
+    from detect.monitor import RunMonitor
+    from tests.log_lines import log_lines
+
+    monitor = RunMonitor(tmp_path, ["a"], epochs=1, plots=True)
+    images, targets = torch.zeros((1, 3, 32, 32), dtype=torch.uint8), torch.tensor([[0, 0, 0.5, 0.5, 0.2, 0.2]])
+    for epoch, index in ((0, 0), (0, 3), (1, 0)):
+        monitor.on_batch(epoch, index, images, targets, ["x.jpg"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train_batch0.jpg"]
+    with log_lines("detect.monitor") as lines:
+        monitor.on_epoch_end({"epoch": 1, "best": True})  # no results.csv to draw from
+    assert len(lines) == 1 and lines[0].startswith("could not write results.png: FileNotFoundError")
