@@ -120,11 +120,13 @@ def _cocoeval_class():
 
 
 def coco_evaluate(coco_gt, results: list[dict], image_ids: Sequence[int], names: Sequence[str],
-                  category_ids: Sequence[int]) -> tuple[list[float], list[ClassAP]]:
+                  category_ids: Sequence[int], summary_lines: list[str] | None = None
+                  ) -> tuple[list[float], list[ClassAP]]:
     """Run COCOeval (bbox) over `image_ids`: the 12 stats and AP per class with ground truth.
 
     No detections at all gives zeros (pycocotools cannot load an empty result list). Ground truth flagged
-    `difficult` is ignored the VOC way (`_cocoeval_class`).
+    `difficult` is ignored the VOC way (`_cocoeval_class`). `summary_lines`, when given, receives the lines
+    COCOeval.summarize() printed, as printed (nothing when COCOeval did not run).
     """
 
     image_ids = sorted(int(i) for i in image_ids)
@@ -143,7 +145,12 @@ def coco_evaluate(coco_gt, results: list[dict], image_ids: Sequence[int], names:
     evaluator.params.catIds = evaluated_ids
     _quiet(evaluator.evaluate)
     _quiet(evaluator.accumulate)
-    _quiet(evaluator.summarize)
+    summary = io.StringIO()
+    with contextlib.redirect_stdout(summary):  # kept verbatim: users compare it with published logs
+        evaluator.summarize()
+    log.debug("pycocotools summary:\n%s", summary.getvalue().rstrip())
+    if summary_lines is not None:
+        summary_lines.extend(summary.getvalue().splitlines())
     # pycocotools reports -1 for "no ground truth"; a metric of nothing is reported as 0 here
     stats = [max(float(s), 0.0) for s in evaluator.stats]
     precision = evaluator.eval["precision"]
@@ -152,9 +159,24 @@ def coco_evaluate(coco_gt, results: list[dict], image_ids: Sequence[int], names:
     return stats, per_class
 
 
+# pycocotools' summarize(): (AP or AR, IoU range, area, maxDets) of each of the 12 stats, in order
+_SUMMARY_ROWS = (
+    (True, "0.50:0.95", "all", 100), (True, "0.50", "all", 100), (True, "0.75", "all", 100),
+    (True, "0.50:0.95", "small", 100), (True, "0.50:0.95", "medium", 100), (True, "0.50:0.95", "large", 100),
+    (False, "0.50:0.95", "all", 1), (False, "0.50:0.95", "all", 10), (False, "0.50:0.95", "all", 100),
+    (False, "0.50:0.95", "small", 100), (False, "0.50:0.95", "medium", 100), (False, "0.50:0.95", "large", 100),
+)
+
+
 def format_summary(stats: Sequence[float]) -> str:
-    """The COCO summary as pycocotools prints it, one line per stat."""
-    return "\n".join(f" {name:<34s} = {value:.3f}" for name, value in zip(STAT_NAMES, stats))
+    """The 12 lines of pycocotools' COCOeval.summarize(), character for character, from the stats (what
+    detect.val prints when COCOeval did not run, e.g. without any detection)."""
+    lines = []
+    for (precision, iou, area, max_dets), value in zip(_SUMMARY_ROWS, stats):
+        title, kind = ("Average Precision", "(AP)") if precision else ("Average Recall", "(AR)")
+        lines.append(f" {title:<18} {kind} @[ IoU={iou:<9} | area={area:>6s} | maxDets={max_dets:>3d} ] = "
+                     f"{value:0.3f}")
+    return "\n".join(lines)
 
 
 def format_class_table(per_class: Sequence[ClassAP], num_images: int, stats: Sequence[float]) -> str:

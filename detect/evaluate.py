@@ -35,6 +35,7 @@ class EvalResult:
     num_images: int
     rank_seconds: list[dict[str, float]] = field(default_factory=list)  # per rank: preprocess/inference/nms
     results: list[dict] = field(default_factory=list, repr=False)  # COCO result dicts (for --save-json)
+    coco_summary: list[str] = field(default_factory=list, repr=False)  # COCOeval.summarize()'s lines, verbatim
 
 
 @dataclass
@@ -139,13 +140,14 @@ def _evaluate_on_rank0(shards: list[_ShardOutput], source) -> EvalResult:
                     len(missing), min(missing), len(image_ids))
     tick = time.perf_counter()
     results = rows_to_results(rows)
-    stats, per_class = coco_evaluate(coco_gt, results, image_ids, source.names, source.category_ids)
+    summary: list[str] = []
+    stats, per_class = coco_evaluate(coco_gt, results, image_ids, source.names, source.category_ids, summary)
     seconds["cocoeval"] = time.perf_counter() - tick
     n = max(len(image_ids), 1)
     # per-image cost summed over ranks (what one image costs), milliseconds
     timings = {k: 1000.0 * seconds[k] / n for k in TIMING_KEYS}
     return EvalResult(stats, stats[0], stats[1], per_class, timings, len(image_ids),
-                      [dict(shard.seconds) for shard in shards], results)
+                      [dict(shard.seconds) for shard in shards], results, summary)
 
 
 def evaluate(model: torch.nn.Module, loader, evaluator: CocoEvaluator, device, amp_dtype: torch.dtype | None = None,

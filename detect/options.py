@@ -12,6 +12,7 @@ from pathlib import Path
 from detect.config import load_hyp
 from detect.optim import OPTIMIZERS, SCHEDULES
 from detect.precision import AMP_MODES
+from detect.tb import tensorboard_available
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CFG = ROOT / "cfg" / "yolo-mini.cfg"
@@ -49,6 +50,8 @@ class TrainOptions:
     eval_interval: int = 1
     max_batches: int | None = None
     cache_dir: str | None = None
+    plots: bool = True
+    tensorboard: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -105,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-interval", type=int, default=d.eval_interval, help="evaluate every N epochs (and last)")
     p.add_argument("--max-batches", type=int, default=None, help="stop each epoch after N micro-batches (smoke runs)")
     p.add_argument("--cache-dir", default=None, help="label cache / generated-data folder (default: the data module's)")
+    p.add_argument("--no-plots", dest="plots", action="store_false",
+                   help="no pictures in the run folder (results.png, labels.png, PR/F1/confusion, mosaics)")
+    p.add_argument("--tensorboard", action="store_true",
+                   help="log losses, lr, mAPs and images/s per epoch for TensorBoard in the run folder")
     return p
 
 
@@ -133,6 +140,8 @@ def validate(opts: TrainOptions) -> TrainOptions:
             raise FileNotFoundError(f"{flag} {path}: no such file")
     if opts.weights is not None and not Path(opts.weights).is_file():
         raise FileNotFoundError(f"--weights {opts.weights}: no such file")
+    if opts.tensorboard and not tensorboard_available():
+        raise ValueError("--tensorboard needs the tensorboard package (pip install tensorboard)")
     return opts
 
 

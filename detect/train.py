@@ -29,6 +29,7 @@ from detect.files import atomic_write_text
 from detect.finetune import RunShape, plan_run
 from detect.log import setup_logging
 from detect.loss import YoloLoss
+from detect.monitor import chain
 from detect.optim import LRSchedule, accumulation_steps, build_optimizer
 from detect.options import TrainOptions, parse_options
 from detect.precision import amp_dtype
@@ -65,8 +66,9 @@ def new_run_dir(opts: TrainOptions) -> Path:
     return Path(dist.broadcast_object(str(path) if path else None))
 
 
-def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, stride: int, ctx):
-    """A callable(model) -> (mAP@0.5:0.95, metrics) over the opened val split, or None without one."""
+def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, stride: int, ctx, on_result=None):
+    """A callable(model) -> (mAP@0.5:0.95, metrics) over the opened val split, or None without one;
+    `on_result(EvalResult)` sees each result (the run's plots)."""
     from detect.data.loader import build_eval_loader
     from detect.evaluate import CocoEvaluator, evaluate
 
@@ -79,6 +81,8 @@ def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, str
     def run(model):
         result = evaluate(model, loader, evaluator, ctx.device, channels_last=uses_channels_last(ctx.device))
         log.info("val: mAP@0.5 %.4f  mAP@0.5:0.95 %.4f (%d images)", result.map50, result.map, result.num_images)
+        if on_result is not None:
+            on_result(result)
         return result.map, {"map50": result.map50, "map": result.map}
 
     return run
@@ -218,7 +222,7 @@ def build_optimisation(model, opts: TrainOptions, hyp: Hyp, ctx: dist.DistContex
 
 
 def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Path, cfg_source,
-                weights: str | None, sources=None) -> TrainSetup:
+                weights: str | None, sources=None, monitor=None) -> TrainSetup:
     """Everything the loop needs; `sources` (train, val) are opened from --data unless given. `opts.nbs` is
     decided (plan_new_run, or a checkpoint's)."""
     from detect.data.loader import build_train_loader
@@ -233,7 +237,8 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
     ema = ModelEMA(model, hyp.ema.decay, hyp.ema.tau) if opts.ema else None
     loader = build_train_loader(train_source, img_size, opts.batch_size, hyp.augment, opts.workers, model.max_stride,
                                 ctx.rank, ctx.world_size, opts.seed, max_batches=opts.max_batches, epochs=opts.epochs)
-    evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx)
+    evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx,
+                                 monitor.on_evaluation if monitor is not None else None)
     optimizer, schedule, accumulate, steps_per_epoch = build_optimisation(model, opts, hyp, ctx, len(loader))
     amp = amp_dtype(opts.amp, ctx.device)
     multi_scale = None
@@ -276,6 +281,18 @@ def plan_new_run(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, train_sour
     return dataclasses.replace(opts, nbs=plan.nbs), plan.hyp
 
 
+def make_monitor(opts: TrainOptions, ctx: dist.DistContext, run_dir: Path, sources, new_run: bool):
+    """The run's plots and TensorBoard log (detect.monitor) on rank 0; None elsewhere or when both are off."""
+    if not ctx.is_main or not (opts.plots or opts.tensorboard):
+        return None
+    from detect.monitor import RunMonitor
+
+    monitor = RunMonitor(run_dir, sources[0].names, opts.epochs, sources[1], opts.plots, opts.tensorboard)
+    if new_run:
+        monitor.plot_labels(sources[0].records)
+    return monitor
+
+
 def build_trainer(opts: TrainOptions, ctx: dist.DistContext, trainer_cls=Trainer) -> Trainer:
     """Options -> a ready Trainer (restored when resuming); writes opts.yaml / hyp.yaml for a new run."""
     opts, hyp, run_dir, cfg_source, weights, ckpt = prepare(opts, ctx)
@@ -283,12 +300,15 @@ def build_trainer(opts: TrainOptions, ctx: dist.DistContext, trainer_cls=Trainer
     if ckpt is None:  # a resumed run keeps the choices its checkpoint recorded
         opts, hyp = plan_new_run(opts, hyp, ctx, sources[0], weights)
     torch.manual_seed(opts.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
-    setup = build_setup(opts, hyp, ctx, run_dir, cfg_source, weights, sources)
+    monitor = make_monitor(opts, ctx, run_dir, sources, new_run=ckpt is None)
+    setup = build_setup(opts, hyp, ctx, run_dir, cfg_source, weights, sources, monitor)
     torch.manual_seed(opts.seed + 1000 * ctx.rank + 1)  # per-rank stream for anything random in the loop
     if ctx.is_main and ckpt is None:
         atomic_write_text(run_dir / "opts.yaml", yaml.safe_dump(opts.to_dict(), sort_keys=False))
         atomic_write_text(run_dir / "hyp.yaml", yaml.safe_dump(hyp.to_dict(), sort_keys=False))
-    trainer = trainer_cls(setup, on_epoch_end=ResultsCsv(run_dir / "results.csv"))
+    trainer = trainer_cls(setup, on_epoch_end=chain(ResultsCsv(run_dir / "results.csv"),
+                                                    monitor and monitor.on_epoch_end),
+                          on_batch=monitor and monitor.on_batch)
     if ckpt is not None:
         trainer.restore(ckpt)
     return trainer

@@ -71,10 +71,11 @@ class TrainState:
 
 
 class Trainer:
-    def __init__(self, setup: TrainSetup, state: TrainState | None = None, on_epoch_end=None):
+    def __init__(self, setup: TrainSetup, state: TrainState | None = None, on_epoch_end=None, on_batch=None):
         self.setup = setup
         self.state = state or TrainState()
         self.on_epoch_end = on_epoch_end  # callable(epoch, row dict) on rank 0 (results.csv)
+        self.on_batch = on_batch  # callable(epoch, index, images, targets, paths) on rank 0 (batch mosaics)
         self.stop_signal = False  # set by the SIGTERM handler
         self._postfix_time = -math.inf  # when the progress bar last showed the losses
 
@@ -170,7 +171,9 @@ class Trainer:
         lr = s.optimizer.param_groups[0]["lr"]
         bar = self._progress(n_batches, epoch, skip)
         start = time.perf_counter()
-        for i, (images, targets, _paths) in enumerate(s.train_loader.epoch(epoch, skip), start=skip):
+        for i, (images, targets, paths) in enumerate(s.train_loader.epoch(epoch, skip), start=skip):
+            if self.on_batch is not None:
+                self.on_batch(epoch, i, images, targets, paths)
             last_of_window = (i + 1) % s.accumulate == 0 or i == n_batches - 1
             parts, step_lr = self.train_step(images, targets, epoch * n_batches + i, last_of_window)
             if parts is not None:
@@ -293,6 +296,7 @@ class Trainer:
                 fitness = -(row["box"] + row["obj"] + row["cls"])
             row.update(metrics, epoch=st.epoch, time=time.perf_counter() - t0, fitness=fitness)
             improved = fitness is not None and fitness > st.best_fitness
+            row["best"] = improved  # best.pt is this epoch's (the plots of its evaluation follow)
             if improved:
                 st.best_fitness = fitness
             self.checkpoint(s.run_dir / "last.pt")

@@ -53,6 +53,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--amp", default="off", choices=tuple(AMP_DTYPES), help="autocast precision on CUDA (ignored on the CPU)")
     p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
     p.add_argument("--save-json", action="store_true", help="write the COCO results json")
+    p.add_argument("--plots", action="store_true",
+                   help="write PR_curve.png, F1_curve.png, confusion_matrix.png and val_batch0 mosaics")
     p.add_argument("--strict", action="store_true",
                    help="refuse a split with an unusable image instead of leaving it out of the metrics")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -96,7 +98,7 @@ def open_checked_split(data, split: str, num_classes: int, weights, strict: bool
 def report(result: EvalResult, run_dir: Path, args, save_json: bool, skipped: int = 0) -> None:
     """Print the summary and the class table; write metrics.json (and results.json)."""
     t = result.timings
-    print(format_summary(result.stats))
+    print("\n".join(result.coco_summary) or format_summary(result.stats))
     print(format_class_table(result.per_class, result.num_images, result.stats))
     print(f"speed per image: {t['preprocess']:.1f} ms preprocess, {t['inference']:.1f} ms inference, "
           f"{t['nms']:.1f} ms NMS, {t['cocoeval']:.1f} ms COCOeval ({result.num_images} images)")
@@ -131,6 +133,10 @@ def run(args) -> EvalResult:
         run_dir = dist.broadcast_object(next_run_dir(args.project, args.name) if ctx.is_main else None)
         if ctx.is_main:
             report(result, run_dir, args, args.save_json, len(source.dropped_image_ids))
+            if args.plots:
+                from detect.plots.evaluation import write_eval_plots
+
+                log.info("plots: %s", ", ".join(p.name for p in write_eval_plots(run_dir, result.results, source)))
         return result
     finally:
         dist.destroy()

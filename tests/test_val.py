@@ -96,7 +96,8 @@ def test_val_end_to_end_writes_metrics_and_results(tmp_path, capsys):
     weights = write_tiny_checkpoint(tmp_path)
     assert main(_val_args(spec, weights, tmp_path, "--save-json", "--name", "tiny")) == 0
     out = capsys.readouterr().out
-    assert "AP@[.50:.95] all maxDets=100" in out and "speed per image" in out and "instances" in out
+    assert "Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ]" in out
+    assert "speed per image" in out and "instances" in out
     metrics = json.loads((tmp_path / "runs" / "tiny" / "metrics.json").read_text())
     assert metrics["num_images"] == 3 and len(metrics["stats"]) == 12
     assert sum(c["instances"] for c in metrics["per_class"]) == 6

@@ -1,0 +1,94 @@
+"""The plots of one evaluation, from what rank 0 holds after COCOeval: the COCO result dicts, the split's
+ground truth (its pycocotools COCO) and records. PR_curve.png, F1_curve.png, confusion_matrix.png,
+val_batch0_labels.jpg and val_batch0_pred.jpg in a run folder.
+
+Matching here is this package's own (detect.plots.matching, IoU 0.5), not COCOeval's: the curves need the
+scores, which COCOeval's accumulated arrays keep only on its recall grid. Crowd boxes (and VOC difficult ones)
+are ignored as COCOeval ignores them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from detect.plots.confusion import plot_confusion_matrix
+from detect.plots.curves import plot_f1_curves, plot_pr_curves
+from detect.plots.matching import ImageTruth, confusion_matrix, match_detections, pr_curves
+from detect.plots.mosaics import MAX_IMAGES, Tile, draw_mosaic
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EvalPlotSettings:
+    conf_thres: float = 0.25  # detections the confusion matrix and the prediction mosaic count
+    iou_thres: float = 0.5
+
+
+def detections_by_image(results: Sequence[dict], category_ids: Sequence[int]) -> dict[int, np.ndarray]:
+    """COCO result dicts -> image id -> [n, 6] (x1, y1, x2, y2, score, class index)."""
+    index = {int(cid): k for k, cid in enumerate(category_ids)}
+    rows: dict[int, list] = {}
+    for r in results:
+        x, y, w, h = r["bbox"]
+        rows.setdefault(int(r["image_id"]), []).append((x, y, x + w, y + h, r["score"], index[int(r["category_id"])]))
+    return {image_id: np.asarray(v, dtype=np.float64) for image_id, v in rows.items()}
+
+
+def truths_by_image(coco_gt, image_ids: Sequence[int], category_ids: Sequence[int]) -> dict[int, ImageTruth]:
+    """image id -> its boxes from a pycocotools COCO; crowd (and difficult) boxes flagged `ignore`."""
+    index = {int(cid): k for k, cid in enumerate(category_ids)}
+    truths = {}
+    for image_id in image_ids:
+        anns = [a for a in coco_gt.imgToAnns.get(int(image_id), []) if int(a["category_id"]) in index]
+        boxes = np.array([a["bbox"] for a in anns], dtype=np.float64).reshape(-1, 4)
+        boxes[:, 2:] += boxes[:, :2]
+        truths[int(image_id)] = ImageTruth(boxes, np.array([index[int(a["category_id"])] for a in anns], np.int64),
+                                           np.array([bool(a.get("iscrowd", 0)) for a in anns], dtype=bool))
+    return truths
+
+
+def _mosaic_tiles(records, detections: dict, conf_thres: float) -> tuple[list[Tile], list[Tile]]:
+    """(ground-truth tiles, prediction tiles) of the first records whose image can be read."""
+    from detect.data.images import load_image
+
+    labels, predictions = [], []
+    for record in records[:MAX_IMAGES]:
+        try:
+            image = load_image(record.path)[..., ::-1]  # BGR -> RGB
+        except OSError as e:
+            log.warning("mosaic: %s", e)
+            continue
+        det = detections.get(int(record.image_id), np.zeros((0, 6)))
+        det = det[det[:, 4] >= conf_thres]
+        title = Path(record.path).name
+        labels.append(Tile(image, record.boxes, record.classes, title=title))
+        predictions.append(Tile(image, det[:, :4], det[:, 5].astype(np.int64), det[:, 4], title=title))
+    return labels, predictions
+
+
+def write_eval_plots(run_dir: str | Path, results: Sequence[dict], source,
+                     settings: EvalPlotSettings = EvalPlotSettings()) -> list[Path]:
+    """Every evaluation plot into `run_dir`; `source` is the evaluated split (records, names, category_ids,
+    coco_ground_truth()). Returns the files written."""
+    run_dir = Path(run_dir)
+    names, category_ids = list(source.names), list(source.category_ids)
+    image_ids = [int(r.image_id) for r in source.records]
+    detections = detections_by_image(results, category_ids)
+    truths = truths_by_image(source.coco_ground_truth(), image_ids, category_ids)
+    curves = pr_curves(*match_detections(detections, truths, len(names), settings.iou_thres))
+    counts = confusion_matrix(detections, truths, len(names), settings.conf_thres, settings.iou_thres)
+    written = [plot_pr_curves(curves, names, run_dir / "PR_curve.png"),
+               plot_f1_curves(curves, names, run_dir / "F1_curve.png"),
+               plot_confusion_matrix(counts, names, run_dir / "confusion_matrix.png", settings.conf_thres,
+                                     settings.iou_thres)]
+    labels, predictions = _mosaic_tiles(source.records, detections, settings.conf_thres)
+    if labels:
+        written += [draw_mosaic(labels, names, run_dir / "val_batch0_labels.jpg"),
+                    draw_mosaic(predictions, names, run_dir / "val_batch0_pred.jpg")]
+    return written
