@@ -42,9 +42,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--weights", required=True, help=".weights or .pt checkpoint")
     p.add_argument("--source", required=True, help="an image, a folder, a glob pattern or a video file")
     p.add_argument("--names", help="class names: a .names file (one per line) or a data spec (.yaml)")
-    p.add_argument("--img", type=int, default=416, help="input size (long side), as in detect.val")
+    p.add_argument("--img-size", "--img", dest="img", type=int, default=416,
+                   help="input size (long side), as in detect.val")
     p.add_argument("--square", action="store_true", help="square img x img letterbox instead of the image's own "
-                   "rect canvas (long side at --img, half a stride of border)")
+                   "rect canvas (long side at --img-size, half a stride of border)")
     p.add_argument("--conf", type=float, default=0.25, help="confidence threshold (objectness * class)")
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold")
     p.add_argument("--max-det", type=int, default=300, help="detections per image at most")
@@ -53,7 +54,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--name", default="exp", help="run folder name (a number is appended when it exists)")
     args = p.parse_args(argv)
     if args.img < 1 or args.max_det < 1:
-        p.error(f"--img and --max-det must be positive, got {args.img} and {args.max_det}")
+        p.error(f"--img-size and --max-det must be positive, got {args.img} and {args.max_det}")
     if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
         p.error(f"--conf must be in [0, 1) and --iou in [0, 1], got {args.conf} and {args.iou}")
     return args
