@@ -148,12 +148,11 @@ class Detector:
         return cls(model, names, settings, resolved)
 
     def __call__(self, images, rgb: bool = False):
-        single = isinstance(images, (str, Path)) or (isinstance(images, np.ndarray) and images.ndim != 4)
-        items = [images] if single else list(images)
-        arrays = [_as_bgr(item, rgb) for item in items]
+        batch = isinstance(images, (list, tuple)) or (isinstance(images, np.ndarray) and images.ndim == 4)
+        arrays = [_as_bgr(item, rgb) for item in (images if batch else [images])]
         rows = detect_images(self.model, arrays, self.settings, self.device)
         found = [Detections.from_rows(r, self.names) for r in rows]
-        return found[0] if single else found
+        return found if batch else found[0]
 
 
 def _check_settings(img_size, conf, iou, max_det, batch_size) -> None:
@@ -189,7 +188,7 @@ def _as_bgr(image, rgb: bool) -> np.ndarray:
             raise ValueError(f"image {image}: {e.detail}; expected an image file "
                              f"(JPEG, PNG, BMP, TIFF or WebP)") from None
     if not isinstance(image, np.ndarray):
-        raise ValueError(f"expected an image path or a numpy array, got a {type(image).__name__}")
+        raise TypeError(f"expected an image path or a numpy array, got a {type(image).__name__}")
     if image.dtype != np.uint8:
         raise ValueError(f"expected a uint8 image array (0..255), got dtype {image.dtype}")
     if image.ndim == 2:

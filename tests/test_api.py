@@ -73,6 +73,8 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8 not really")
     with pytest.raises(ValueError, match=r"image .*broken.jpg: not an image OpenCV can decode"):
         detector([tmp_path / "broken.jpg"])
+    with pytest.raises(TypeError, match="expected an image path or a numpy array, got a dict"):
+        detector({"not": "an image"})
     with pytest.raises(ValueError, match="expected a uint8 image array"):
         detector(np.zeros((8, 8, 3), np.float32))
     with pytest.raises(ValueError, match=r"expected an HxWx3 image array, got shape \(8, 8, 4\)"):
@@ -86,7 +88,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
 class _StandInOnnx:
     """The duck type of detect.export.runtime's models: one box at the input's centre, 20x10, class 1."""
 
-    names = ["cat", "dog"]
+    names = ("cat", "dog")
     max_stride = 32
     input_size = (64, 64)
     num_classes = 2

@@ -74,11 +74,14 @@ def test_custom_class_and_non_checkpoint_contents(tmp_path):
         load_model(TINY_CFG, tmp_path / "plain.pt", names=["a", "b", "c"])
 
 
-def test_checkpoint_under_a_weights_suffix_is_read_as_one(tmp_path):
+def test_good_checkpoints_still_load(tmp_path):
     source = write_tiny_checkpoint(tmp_path)
-    renamed = tmp_path / "tiny.weights"
+    renamed = tmp_path / "tiny.weights"  # torch's zip under a Darknet suffix is read as a checkpoint
     renamed.write_bytes(source.read_bytes())
     assert load_checkpoint(renamed)["names"] == ["red", "green", "blue"]
+    # the pickle format of torch < 1.6 passes the container check
+    torch.save({"model": {"w": torch.ones(2)}}, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    assert torch.equal(load_checkpoint(tmp_path / "legacy.pt")["model"]["w"], torch.ones(2))
 
 
 def test_bad_darknet_weights(tmp_path):
