@@ -72,8 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="initial weights: Darknet .weights, a partial backbone (e.g. darknet53.conv.74) or a .pt; "
                         "every tensor whose shape matches is loaded (fine-tuning onto another class count)")
     p.add_argument("--epochs", type=int, default=d.epochs, help="epochs to train")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help="images per process per micro-batch")
-    p.add_argument("--img-size", type=int, default=None, help="training/eval size in pixels (default: cfg [net] width)")
+    p.add_argument("--batch-size", "--batch", type=int, default=d.batch_size,
+                   help="images per process per micro-batch")
+    p.add_argument("--img-size", "--img", type=int, default=None,
+                   help="training/eval size in pixels (default: cfg [net] width)")
     p.add_argument("--device", default=d.device, help="auto, cpu, cuda or cuda:N (torchrun: one GPU per local rank)")
     p.add_argument("--workers", type=int, default=d.workers, help="data-loader workers per process")
     p.add_argument("--project", default=d.project, help="folder holding the run folders")
@@ -97,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "from --weights accumulates less so that it makes enough optimiser steps)")
     p.add_argument("--amp", default=d.amp, choices=AMP_MODES,
                    help="mixed precision on CUDA: auto = bf16 where supported else fp16; ignored on the CPU")
+    p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
     p.add_argument("--no-ema", dest="ema", action="store_false", help="evaluate and save the raw weights, no EMA")
     p.add_argument("--anchors", default=d.anchors, choices=("keep", "fit"),
                    help="fit: recompute the cfg's anchors for this dataset (k-means + refinement for recall) and "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import logging
 import sys
 import time
 from collections import Counter
@@ -23,16 +24,15 @@ import numpy as np
 import torch
 
 from detect import dist
+from detect.api import InferenceSettings, detect_images
 from detect.cli import run_command
 from detect.darknet.load import for_inference, load_model
-from detect.data.augment import letterbox
-from detect.data.geometry import rect_shape, round_up
-from detect.data.images import IMAGE_SUFFIXES, load_image
+from detect.data.images import IMAGE_SUFFIXES, BadImage, read_image
 from detect.files import atomic_write_bytes, atomic_write_text
 from detect.log import setup_logging
-from detect.postprocess import non_max_suppression, scale_to_original
 from detect.runs import next_run_dir
 
+log = logging.getLogger("detect.predict")  # not __name__: under `python -m` that is __main__, outside `detect`
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
 
 
@@ -42,9 +42,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--weights", required=True, help=".weights or .pt checkpoint")
     p.add_argument("--source", required=True, help="an image, a folder, a glob pattern or a video file")
     p.add_argument("--names", help="class names: a .names file (one per line) or a data spec (.yaml)")
-    p.add_argument("--img", type=int, default=416, help="input size (long side), as in detect.val")
+    p.add_argument("--img-size", "--img", dest="img", type=int, default=416,
+                   help="input size (long side), as in detect.val")
     p.add_argument("--square", action="store_true", help="square img x img letterbox instead of the image's own "
-                   "rect canvas (long side at --img, half a stride of border)")
+                   "rect canvas (long side at --img-size, half a stride of border)")
     p.add_argument("--conf", type=float, default=0.25, help="confidence threshold (objectness * class)")
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold")
     p.add_argument("--max-det", type=int, default=300, help="detections per image at most")
@@ -53,7 +54,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--name", default="exp", help="run folder name (a number is appended when it exists)")
     args = p.parse_args(argv)
     if args.img < 1 or args.max_det < 1:
-        p.error(f"--img and --max-det must be positive, got {args.img} and {args.max_det}")
+        p.error(f"--img-size and --max-det must be positive, got {args.img} and {args.max_det}")
     if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
         p.error(f"--conf must be in [0, 1) and --iou in [0, 1], got {args.conf} and {args.iou}")
     return args
@@ -82,6 +83,10 @@ def list_sources(source: str) -> list[Path]:
     path = Path(source)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES + VIDEO_SUFFIXES)
+        others = sorted(p.name for p in set(path.iterdir()) - set(files) if p.is_file())
+        if others:  # a folder of photos often holds other files: say which were left out, once
+            log.info("--source %s: %d file(s) neither image nor video ignored: %s", source, len(others),
+                     ", ".join(others[:5]) + (", ..." if len(others) > 5 else ""))
     elif path.is_file():
         files = [path]
     else:
@@ -93,27 +98,23 @@ def list_sources(source: str) -> list[Path]:
     return files
 
 
+class UnreadableSource(ValueError):
+    """An image or video that cannot be decoded: skipped, and counted in the summary."""
+
+
 def open_video(path: Path) -> cv2.VideoCapture:
     capture = cv2.VideoCapture(str(path))
     if not capture.isOpened():
-        raise ValueError(f"--source {path}: OpenCV cannot open this video")
+        raise UnreadableSource(f"{path}: OpenCV cannot open this video")
     return capture
 
 
 def detect(model, image_bgr: np.ndarray, img_size: int, device, conf: float, iou: float,
            max_det: int, square: bool = False) -> torch.Tensor:
     """Rows (x1, y1, x2, y2, score, class) in the image's own pixels. The input is letterboxed as detect.val
-    does it (the image's rect canvas, or a square one), so both see an image the same way."""
-    h, w = image_bgr.shape[:2]
-    stride = model.max_stride
-    shape = (round_up(img_size, stride),) * 2 if square else rect_shape(w, h, img_size, stride)
-    boxed, ratio, pad = letterbox(image_bgr, shape, img_size)
-    x = torch.from_numpy(np.ascontiguousarray(boxed[:, :, ::-1].transpose(2, 0, 1)))[None]
-    x = x.to(device).float().div_(255)
-    with torch.inference_mode():
-        (det,) = non_max_suppression(model(x), conf, iou, max_det, multi_label=False)
-    boxes = scale_to_original(det, ratio, pad, image_bgr.shape[:2])
-    return torch.cat((boxes, det[:, 4:6]), dim=1).cpu()
+    does it (the image's rect canvas, or a square one), so both see an image the same way (detect.api)."""
+    settings = InferenceSettings(img_size, conf, iou, max_det, square)
+    return detect_images(model, [image_bgr], settings, device)[0]
 
 
 def class_colour(k: int) -> tuple[int, int, int]:
@@ -181,19 +182,36 @@ def run(args) -> Path:
     for sub in ("labels", "json"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
     detect_args = (args.img, ctx.device, args.conf, args.iou, args.max_det, args.square)
+    skipped = 0
     for i, path in enumerate(files, 1):
-        if path.suffix.lower() in VIDEO_SUFFIXES:
-            predict_video(model, path, names, run_dir, detect_args, f"video {i}/{len(files)}")
-            continue
-        tick = time.perf_counter()
-        image = load_image(path)
-        det = detect(model, image, *detect_args)
-        elapsed = (time.perf_counter() - tick) * 1000
-        write_image(run_dir / path.name, draw(image, det, names))
-        save_results(det, names, image.shape, path.stem, run_dir, str(path))
-        print(f"image {i}/{len(files)} {path}: {summary(det, names)} ({elapsed:.1f} ms)")
+        try:
+            predict_file(model, path, names, run_dir, detect_args, f"{i}/{len(files)}")
+        except UnreadableSource as e:
+            log.warning("skipped %s", e)
+            skipped += 1
+    if skipped == len(files):
+        raise ValueError(f"--source {args.source}: none of its {len(files)} file(s) could be read (see above)")
+    if skipped:
+        print(f"{len(files) - skipped} of {len(files)} files processed; {skipped} skipped (could not be read)")
     print(f"results written to {run_dir}")
     return run_dir
+
+
+def predict_file(model, path: Path, names, run_dir: Path, detect_args, label: str) -> None:
+    """Detect in one image or video file; `UnreadableSource` when it cannot be decoded."""
+    if path.suffix.lower() in VIDEO_SUFFIXES:
+        predict_video(model, path, names, run_dir, detect_args, f"video {label}")
+        return
+    tick = time.perf_counter()
+    try:
+        image = read_image(path)
+    except BadImage as e:
+        raise UnreadableSource(f"{path}: {e.detail}") from None
+    det = detect(model, image, *detect_args)
+    elapsed = (time.perf_counter() - tick) * 1000
+    write_image(run_dir / path.name, draw(image, det, names))
+    save_results(det, names, image.shape, path.stem, run_dir, str(path))
+    print(f"image {label} {path}: {summary(det, names)} ({elapsed:.1f} ms)")
 
 
 def predict_video(model, path: Path, names, run_dir: Path, detect_args, label: str) -> None:
@@ -221,7 +239,7 @@ def predict_video(model, path: Path, names, run_dir: Path, detect_args, label: s
         if writer is not None:
             writer.release()
     if index == 0:
-        raise ValueError(f"--source {path}: the video has no readable frame")
+        raise UnreadableSource(f"{path}: the video has no readable frame")
 
 
 def main(argv=None) -> int:

@@ -42,8 +42,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--weights", required=True, help=".weights or .pt checkpoint")
     p.add_argument("--data", required=True, help="dataset spec (data/*.yaml)")
     p.add_argument("--split", default="val", choices=("train", "val"))
-    p.add_argument("--img", type=int, default=416, help="input size (long side)")
-    p.add_argument("--batch", type=int, default=32, help="batch size (per process)")
+    p.add_argument("--img-size", "--img", dest="img", type=int, default=416, help="input size (long side)")
+    p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=32,
+                   help="batch size (per process)")
     p.add_argument("--conf", type=float, default=0.001, help="confidence threshold (objectness * class)")
     p.add_argument("--iou", type=float, default=0.6, help="NMS IoU threshold")
     p.add_argument("--max-det", type=int, default=300, help="detections per image at most")

@@ -1,4 +1,4 @@
-"""Training-loader throughput and memory per worker: `python -m detect.bench data --data ... --img 416`.
+"""Training-loader throughput and memory per worker: `python -m detect.bench data --data ... --img-size 416`.
 
 Every configuration runs in a fresh process so its memory figures are its own: images/s over `--batches`
 timed batches after one warm-up batch (worker start-up excluded), the peak RSS of the process that iterates
@@ -132,8 +132,8 @@ def format_row(name: str, workers: int, r: dict) -> str:
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m detect.bench data", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="data/coco-tiny.yaml", help="dataset spec (train split is used)")
-    p.add_argument("--img", type=int, default=416, help="training image size")
-    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--img-size", "--img", dest="img", type=int, default=416, help="training image size")
+    p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=16)
     p.add_argument("--workers", type=int, default=2, help="measure 0, 1, ..., N loader workers")
     p.add_argument("--batches", type=int, default=30, help="timed batches per configuration")
     p.add_argument("--cache-dir", default=None, help="label cache / synthetic data folder (default .cache)")

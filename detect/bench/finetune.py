@@ -28,8 +28,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--cfg", default=str(ROOT / "cfg" / "yolov3-tiny.cfg"))
     p.add_argument("--weights", default=str(SHARED / "weights" / "yolov3-tiny.weights"))
     p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=8, help="per process")
-    p.add_argument("--img-size", type=int, default=416)
+    p.add_argument("--batch-size", "--batch", type=int, default=8, help="per process")
+    p.add_argument("--img-size", "--img", type=int, default=416)
     p.add_argument("--nproc", type=int, default=2, help="torchrun processes")
     p.add_argument("--project", default=None, help="run folder parent (default: a temporary folder)")
     p.add_argument("train_args", nargs="*", help="extra train.py flags after --")
@@ -63,7 +63,7 @@ def run(args, project: Path) -> int:
               f"{float(row['map50'] or 'nan'):8.4f} {float(row['map'] or 'nan'):7.4f} {float(row['time']):8.1f} "
               f"{elapsed:7.1f}")
     val = [sys.executable, "-m", "detect.val", "--weights", str(run_dir / "best.pt"), "--data", args.data,
-           "--img", str(args.img_size), "--project", str(project / "val"), "--name", "best"]
+           "--img-size", str(args.img_size), "--project", str(project / "val"), "--name", "best"]
     proc = subprocess.run(val, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         print(proc.stdout[-2000:] + proc.stderr[-2000:], file=sys.stderr)

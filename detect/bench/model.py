@@ -1,4 +1,4 @@
-"""`python -m detect.bench model --cfg cfg/yolov3-tiny.cfg --img 416`: parameters, GFLOPs and forward latency
+"""`python -m detect.bench model --cfg cfg/yolov3-tiny.cfg --img-size 416`: parameters, GFLOPs and forward latency
 (ms per image and images/s at each batch size) on the CPU and CUDA when present: unfused, fused, and on CUDA
 fused with bf16 autocast and channels_last. Figures, not pass/fail."""
 
@@ -16,8 +16,10 @@ from detect.darknet import Darknet
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m detect.bench model", description=__doc__)
     parser.add_argument("--cfg", required=True, help="Darknet .cfg file")
-    parser.add_argument("--img", type=int, default=416, help="square input size (a multiple of the max stride)")
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--img-size", "--img", dest="img", type=int, default=416,
+                        help="square input size (a multiple of the max stride)")
+    parser.add_argument("--batch-size", "--batch-sizes", "--batch", dest="batch_sizes", type=int, nargs="+",
+                        default=[1, 16], help="one or more batch sizes")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                         help="auto: the CPU, and CUDA when present")
     parser.add_argument("--cpu-iters", type=int, default=3, help="timed iterations per CPU measurement")

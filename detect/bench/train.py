@@ -1,4 +1,4 @@
-"""`python -m detect.bench train --cfg cfg/yolov3-spp.cfg --img 416 640 --batch 64 max`: training throughput.
+"""`python -m detect.bench train --cfg cfg/yolov3-spp.cfg --img-size 416 640 --batch-size 64 max`: throughput.
 
 Each row is the real training step of `detect.trainer.Trainer` (forward under autocast, loss, backward,
 clipping, fused SGD step, EMA) built by `detect.train.build_setup` exactly as `train.py` builds it, on one
@@ -6,7 +6,7 @@ process. Per cfg, input size and batch: images/s with the data excluded (two rea
 included (the training loader with its workers), peak memory, the model's forward GFLOPs per image and, on
 CUDA, the fraction of the measured bf16 matrix-multiply peak the step reaches
 (3 x forward FLOPs x images/s / peak: the backward pass costs about twice the forward).
-`--batch max` doubles the batch from 64 until the next would not fit. Figures, not pass/fail.
+`--batch-size max` doubles the batch from 64 until the next would not fit. Figures, not pass/fail.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ def parse_args(argv) -> argparse.Namespace:
     cuda = torch.cuda.is_available()
     p = argparse.ArgumentParser(prog="python -m detect.bench train", description=__doc__.split("\n\n")[0])
     p.add_argument("--cfg", nargs="+", required=True, help="one or more Darknet cfgs")
-    p.add_argument("--img", type=int, nargs="+", default=[416], help="input sizes")
-    p.add_argument("--batch", nargs="+", default=["16"], help="batch sizes per step, or max (largest that fits)")
+    p.add_argument("--img-size", "--img", dest="img", type=int, nargs="+", default=[416], help="input sizes")
+    p.add_argument("--batch-size", "--batch", dest="batch", nargs="+", default=["16"],
+                   help="batch sizes per step, or max (largest that fits)")
     p.add_argument("--variants", nargs="+", default=["bf16" if cuda else "fp32"], help=VARIANT_HELP)
     p.add_argument("--iters", type=int, default=20 if cuda else 3, help="timed steps")
     p.add_argument("--warmup", type=int, default=5 if cuda else 1,
@@ -49,7 +50,7 @@ def parse_args(argv) -> argparse.Namespace:
     args = p.parse_args(argv)
     for b in args.batch:
         if b != "max" and not (b.isdigit() and int(b) > 0):
-            p.error(f"--batch takes positive integers or max, got {b!r}")
+            p.error(f"--batch-size takes positive integers or max, got {b!r}")
     for v in args.variants:
         parse_variant(v, p.error)
     if args.data is None:

@@ -1,7 +1,7 @@
 """`python -m detect.bench val`: images/s of inference, NMS and COCOeval, for 1 and 2 processes.
 
     python -m detect.bench val --cfg ../shared/darknet-cfg/yolov3-tiny.cfg \\
-        --weights ../shared/weights/yolov3-tiny.weights --data data/coco-tiny.yaml --img 416
+        --weights ../shared/weights/yolov3-tiny.weights --data data/coco-tiny.yaml --img-size 416
 
 Each process count runs the real sharded evaluation (`detect.evaluate.evaluate`); the 2-process run spawns
 gloo processes on this machine (CPU) or one process per GPU. Rates are images / wall seconds of the stage:
@@ -24,12 +24,13 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--cfg", required=True)
     p.add_argument("--weights", required=True)
     p.add_argument("--data", required=True)
-    p.add_argument("--img", type=int, default=416)
-    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--img-size", "--img", dest="img", type=int, default=416)
+    p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=32)
     p.add_argument("--workers", type=int, default=2, help="loader workers per process")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--processes", default="1,2", help="comma-separated process counts to measure")
     p.add_argument("--amp", default="off", choices=("off", "fp16", "bf16"), help="autocast precision on CUDA")
+    p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
     return p.parse_args(argv)
 
 

@@ -58,12 +58,21 @@ def load_model(cfg=None, weights=None, *, num_classes: int | None = None, names:
                          f"pick a detection cfg")
     report = None if weights is None else load_weights(model, weights, checkpoint=checkpoint, names=names)
     if exact and report is not None:
+        _check_complete(report, weights)
         problems = list(report.get("skipped", [])) + list(report.get("missing", []))
         if problems:
             raise ValueError(f"{weights} does not fit {model.cfg_path or 'the cfg'} ({model.num_classes} "
                              f"classes): {len(problems)} tensor(s) differ, e.g. {problems[0]}; pass the cfg the "
                              f"weights were trained with")
     return LoadedModel(model, report, source_names)
+
+
+def _check_complete(report: dict, weights) -> None:
+    """A `.weights` file ending early at a layer boundary loads as a backbone; evaluation needs it whole."""
+    loaded, total = report.get("layers_loaded"), report.get("total_layers")
+    if loaded is not None and loaded < total:
+        raise ValueError(f"{weights} holds the weights of layers 0..{loaded - 1} only, of {total} (a partial "
+                         f"file such as a .conv.N backbone); expected the complete .weights of this cfg")
 
 
 def uses_channels_last(device: torch.device) -> bool:

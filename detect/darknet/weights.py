@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from detect.checkpoint import checkpoint_state_dict, is_torch_checkpoint
+from detect.checkpoint import checkpoint_state_dict, is_torch_checkpoint, load_checkpoint
 from detect.files import atomic_write
 
 from .layers import ConvBlock
@@ -24,14 +24,22 @@ log = logging.getLogger(__name__)
 
 SAVE_VERSION = (0, 2, 5)  # what AlexeyAB's Darknet writes
 _BN_ARRAYS = {"scales", "rolling_mean", "rolling_variance"}
+# Darknet marks transposed `connected` weights with a major or minor above 1000; larger or negative numbers
+# (about every file of random or foreign bytes) are no Darknet header
+MAX_HEADER_VERSION = 65535
 
 
 def read_header(data: bytes, path) -> tuple[tuple[int, int, int], int, int]:
     """((major, minor, revision), seen, header bytes) from the first 20 (or more) bytes of a file:
     seen is uint64 from version 0.2 on, else uint32."""
     if len(data) < 16:
-        raise ValueError(f"{path}: {len(data)} bytes is too short for a Darknet weights header")
+        raise ValueError(f"{path}: {len(data)} bytes is too short for a Darknet weights header; expected a "
+                         f"Darknet .weights file (a 16- or 20-byte header, then float32 arrays)")
     major, minor, revision = (int(v) for v in np.frombuffer(data, "<i4", 3))
+    if not all(0 <= v <= MAX_HEADER_VERSION for v in (major, minor, revision)):
+        raise ValueError(f"{path} is not a Darknet weights file: its header version "
+                         f"{major}.{minor}.{revision} is not one Darknet writes (e.g. 0.2.5); expected a Darknet "
+                         f".weights file (a PyTorch checkpoint must be named *.pt)")
     if major * 10 + minor >= 2:
         if len(data) < 20:
             raise ValueError(f"{path}: {len(data)} bytes is too short for a version {major}.{minor} header")
@@ -55,7 +63,8 @@ def _file_array(body, pos, tensor, name, module, transposed_connected, path, ind
     count = tensor.numel()
     if pos + count > body.size:
         raise ValueError(f"{path}: the file ends inside layer {index} ({type(module).__name__}): array '{name}' "
-                         f"needs {count} floats, {body.size - pos} are left")
+                         f"needs {count} floats, {body.size - pos} are left; expected the .weights of this "
+                         f"cfg (or a partial one ending at a layer boundary)")
     array = body[pos: pos + count]
     if _flipped(module, name):  # stored [(C/groups)·k·k][n]
         array = array.reshape(-1, tensor.shape[0]).T
@@ -72,7 +81,8 @@ def read_darknet_arrays(layout, path) -> tuple[dict, dict]:
     with open(path, "rb") as f:
         version, seen, header = read_header(f.read(20), path)
     if (size - header) % 4:
-        raise ValueError(f"{path}: body of {size - header} bytes is not a whole number of float32 values")
+        raise ValueError(f"{path}: body of {size - header} bytes is not a whole number of float32 values; "
+                         f"expected a Darknet .weights file (a header, then float32 arrays)")
     body = np.fromfile(path, "<f4", offset=header)  # writable, so tensors can share its memory
     transposed = version[0] > 1000 or version[1] > 1000
     names = {id(t): name for name, t in layout.state_dict(keep_vars=True).items()}
@@ -172,7 +182,7 @@ def load_weights(model, path, checkpoint: dict | None = None, names: list[str] |
     if checkpoint is None and not is_torch_checkpoint(path):
         return load_darknet_weights(model, path, names)
     if checkpoint is None:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        checkpoint = load_checkpoint(path)
     state = _strip_prefixes(checkpoint_state_dict(checkpoint, path))
     cfg_text = checkpoint.get("cfg_text") if isinstance(checkpoint.get("cfg_text"), str) else None
     source_layouts = cfg_head_layouts(cfg_text, f"{path} (its cfg_text)") if cfg_text else None

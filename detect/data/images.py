@@ -157,6 +157,21 @@ def load_image(path: str | Path) -> np.ndarray:
     return _decode(np.fromfile(str(path), dtype=np.uint8), path)
 
 
+def read_image(path: str | Path) -> np.ndarray:
+    """`load_image` for a file outside any dataset (prediction, the Python API): `BadImage` says why a file
+    cannot be used, instead of blaming a label cache."""
+    path = Path(path)
+    if not path.is_file():
+        raise BadImage("missing", "file not found")
+    data = np.fromfile(str(path), dtype=np.uint8)
+    if data.size == 0:
+        raise BadImage("empty_file", "zero-byte file")
+    image = _decode(data, path, strict=False)
+    if image is None:
+        raise BadImage("corrupt", f"not an image OpenCV can decode ({data.size} bytes)")
+    return image
+
+
 def _decode(data: np.ndarray, path, strict: bool = True) -> np.ndarray | None:
     image = cv2.imdecode(_with_jpeg_end(data), cv2.IMREAD_COLOR) if data.size else None
     if image is None and strict:

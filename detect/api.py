@@ -1,0 +1,198 @@
+"""Detection from a user's own code: load a model once, then call it on images.
+
+    from detect.api import Detector
+    detector = Detector.load("weights/yolov3-tiny.weights", cfg="cfg/yolov3-tiny.cfg", names=coco_names)
+    for det in detector(["a.jpg", "b.jpg"]):      # one Detections per image
+        print(det.to_dicts())                       # boxes in the image's own pixels, with class names
+    det = detector(frame_bgr)                       # one HxWx3 array (BGR like OpenCV; rgb=True for RGB)
+
+The weights are a training checkpoint or `.pt` (which carries its cfg and names), Darknet `.weights` with
+their cfg, or an ONNX file (through `detect.export.runtime`). Images are letterboxed exactly as
+`detect.predict` and `detect.val` see them (`model_input`, `detect_images`, which predict uses too), so the
+API, predict and evaluation give the same detections.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from detect.darknet.load import for_inference, load_model
+from detect.data.augment import letterbox
+from detect.data.geometry import rect_shape, round_up
+from detect.data.images import BadImage, read_image
+from detect.dist import resolve_device
+from detect.postprocess import non_max_suppression, scale_to_original
+from detect.preprocess import to_model_input
+
+DEFAULT_DYNAMIC_SIZE = 416  # an ONNX model with a dynamic input size, when no img_size is given
+
+
+@dataclass(frozen=True)
+class InferenceSettings:
+    """How images become model inputs and raw outputs become detections."""
+
+    img_size: int  # long side of the image on its canvas
+    conf: float = 0.25
+    iou: float = 0.45
+    max_det: int = 300
+    square: bool = False  # img_size x img_size canvas instead of the image's own rect canvas
+    fixed_shape: tuple[int, int] | None = None  # a model that takes one (h, w) only: fitted into it
+    batch_size: int = 16  # images per forward pass at most
+
+
+def canvas_shape(width: int, height: int, settings: InferenceSettings, stride: int) -> tuple[int, int]:
+    """(h, w) of the model input for an image: fixed, square, or the rect canvas of detect.val."""
+    if settings.fixed_shape is not None:
+        return settings.fixed_shape
+    if settings.square:
+        return (round_up(settings.img_size, stride),) * 2
+    return rect_shape(width, height, settings.img_size, stride)
+
+
+def model_input(image_bgr: np.ndarray, settings: InferenceSettings, stride: int):
+    """(uint8 RGB [3, H, W] letterboxed, ratio, (left, top)) of one image."""
+    h, w = image_bgr.shape[:2]
+    long_side = None if settings.fixed_shape is not None else settings.img_size
+    boxed, ratio, pad = letterbox(image_bgr, canvas_shape(w, h, settings, stride), long_side)
+    return np.ascontiguousarray(boxed[:, :, ::-1].transpose(2, 0, 1)), ratio, pad
+
+
+def detect_images(model, images_bgr: list[np.ndarray], settings: InferenceSettings, device) -> list[torch.Tensor]:
+    """Per image, rows (x1, y1, x2, y2, score, class) in the image's own pixels, on the CPU. Images that share
+    a canvas shape run in one batch (up to settings.batch_size); a batch gives each image what it gets alone."""
+    stride = model.max_stride
+    prepared = [model_input(image, settings, stride) for image in images_bgr]
+    by_shape = defaultdict(list)
+    for i, (array, _, _) in enumerate(prepared):
+        by_shape[array.shape].append(i)
+    results: list[torch.Tensor | None] = [None] * len(images_bgr)
+    channels_last = torch.device(device).type == "cuda"
+    for indices in by_shape.values():
+        for start in range(0, len(indices), settings.batch_size):
+            chunk = indices[start:start + settings.batch_size]
+            batch = torch.from_numpy(np.stack([prepared[i][0] for i in chunk]))
+            with torch.inference_mode():
+                x = to_model_input(batch, torch.device(device), channels_last)
+                dets = non_max_suppression(model(x), settings.conf, settings.iou, settings.max_det,
+                                           multi_label=False)
+            for i, det in zip(chunk, dets):
+                _, ratio, pad = prepared[i]
+                boxes = scale_to_original(det, ratio, pad, images_bgr[i].shape[:2])
+                results[i] = torch.cat((boxes, det[:, 4:6]), dim=1).cpu()
+    return results
+
+
+@dataclass(frozen=True)
+class Detections:
+    """What was found in one image, best first; boxes in the image's own pixels."""
+
+    boxes: np.ndarray  # float32 [n, 4] x1, y1, x2, y2
+    scores: np.ndarray  # float32 [n] objectness x class probability
+    class_ids: np.ndarray  # int64 [n]
+    names: list[str]  # every class name of the model, indexed by class id
+
+    @classmethod
+    def from_rows(cls, rows: torch.Tensor, names: list[str]) -> Detections:
+        rows = rows.float().numpy()
+        return cls(rows[:, :4].copy(), rows[:, 4].copy(), rows[:, 5].astype(np.int64), names)
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    @property
+    def labels(self) -> list[str]:
+        """The class name of each detection."""
+        return [self.names[k] for k in self.class_ids]
+
+    def to_dicts(self) -> list[dict]:
+        return [{"class_id": int(k), "name": self.names[k], "score": float(s), "box_xyxy": [float(v) for v in b]}
+                for b, s, k in zip(self.boxes, self.scores, self.class_ids)]
+
+
+class Detector:
+    """A model loaded once (`Detector.load`), called on images: `detector(images, rgb=False)`.
+
+    `images`: a path, an HxWx3 uint8 array (BGR like OpenCV; `rgb=True` for RGB) or a list of those (or an
+    [N, H, W, 3] array). One image gives one `Detections`, a list gives a list.
+    """
+
+    def __init__(self, model, names: list[str], settings: InferenceSettings, device: torch.device):
+        self.model, self.names, self.settings, self.device = model, list(names), settings, device
+
+    @classmethod
+    def load(cls, weights, cfg=None, *, names: list[str] | None = None, device: str = "auto",
+             img_size: int | None = None, conf: float = 0.25, iou: float = 0.45, max_det: int = 300,
+             square: bool = False, batch_size: int = 16) -> Detector:
+        """`weights`: a `.pt` checkpoint (cfg and names inside), Darknet `.weights` (give `cfg`) or `.onnx`.
+        `names` override the class names the file carries (default: theirs, else "0", "1", ...).
+        `img_size`: long side of the input (default: the cfg's [net] size; a fixed-size ONNX model's own)."""
+        _check_settings(img_size, conf, iou, max_det, batch_size)
+        resolved = resolve_device(device, 0)
+        if Path(weights).suffix.lower() == ".onnx":
+            model, carried, fixed = _load_onnx(weights, resolved, img_size)
+            img_size = img_size or (max(fixed) if fixed else DEFAULT_DYNAMIC_SIZE)
+        else:
+            loaded = load_model(cfg, weights, img_size=img_size, exact=True)
+            model, carried, fixed = for_inference(loaded.model, resolved), loaded.names, None
+            img_size = img_size or max(model.input_size)
+        names = list(names or carried or [str(k) for k in range(model.num_classes)])
+        if len(names) != model.num_classes:
+            raise ValueError(f"{len(names)} class names were given but {weights} predicts {model.num_classes} "
+                             f"classes; give the names the weights were trained with")
+        settings = InferenceSettings(img_size, conf, iou, max_det, square, fixed, batch_size)
+        return cls(model, names, settings, resolved)
+
+    def __call__(self, images, rgb: bool = False):
+        batch = isinstance(images, (list, tuple)) or (isinstance(images, np.ndarray) and images.ndim == 4)
+        arrays = [_as_bgr(item, rgb) for item in (images if batch else [images])]
+        rows = detect_images(self.model, arrays, self.settings, self.device)
+        found = [Detections.from_rows(r, self.names) for r in rows]
+        return found if batch else found[0]
+
+
+def _check_settings(img_size, conf, iou, max_det, batch_size) -> None:
+    if img_size is not None and img_size < 1:
+        raise ValueError(f"img_size must be a positive number of pixels, got {img_size}")
+    if not 0 <= conf < 1 or not 0 <= iou <= 1:
+        raise ValueError(f"conf must be in [0, 1) and iou in [0, 1], got {conf} and {iou}")
+    if max_det < 1 or batch_size < 1:
+        raise ValueError(f"max_det and batch_size must be positive, got {max_det} and {batch_size}")
+
+
+def _load_onnx(path, device: torch.device, img_size: int | None):
+    """(model, names, fixed (h, w) or None) of an ONNX file, through detect.export.runtime."""
+    try:
+        from detect.export.runtime import load_onnx_model
+    except ImportError as e:
+        raise ValueError(f"{path}: running ONNX models needs detect.export.runtime and onnxruntime, which "
+                         f"cannot be imported here ({e}); use the .pt or .weights instead") from None
+    model = load_onnx_model(path, str(device))
+    fixed = tuple(model.input_size) if model.input_size is not None else None
+    if fixed is not None and img_size is not None and img_size != max(fixed):
+        raise ValueError(f"{path} takes {fixed[0]}x{fixed[1]} inputs only, but img_size={img_size} was given; "
+                         f"leave img_size out or export the model at that size")
+    return model, list(model.names or []), fixed
+
+
+def _as_bgr(image, rgb: bool) -> np.ndarray:
+    """An HxWx3 uint8 BGR array from a path or an array (grayscale HxW is accepted and made BGR)."""
+    if isinstance(image, (str, Path)):
+        try:
+            return read_image(image)
+        except BadImage as e:
+            raise ValueError(f"image {image}: {e.detail}; expected an image file "
+                             f"(JPEG, PNG, BMP, TIFF or WebP)") from None
+    if not isinstance(image, np.ndarray):
+        raise TypeError(f"expected an image path or a numpy array, got a {type(image).__name__}")
+    if image.dtype != np.uint8:
+        raise ValueError(f"expected a uint8 image array (0..255), got dtype {image.dtype}")
+    if image.ndim == 2:
+        return np.repeat(image[:, :, None], 3, axis=2)
+    if image.ndim != 3 or image.shape[2] != 3 or min(image.shape[:2]) < 1:
+        raise ValueError(f"expected an HxWx3 image array, got shape {image.shape}")
+    return np.ascontiguousarray(image[:, :, ::-1]) if rgb else image

@@ -1,0 +1,137 @@
+"""detect.api: Detector on the real yolov3-tiny weights (equal to detect.predict), on a tiny checkpoint
+(inputs, names, errors) and on a stand-in ONNX runtime model."""
+
+import json
+import sys
+import types
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from detect.api import Detections, Detector
+from detect.predict import main as predict_main
+from tests.test_val import NAMES, write_tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def coco_detector():
+    from tests.conftest import shared_path
+
+    cfg, weights = shared_path("darknet-cfg", "yolov3-tiny.cfg"), shared_path("weights", "yolov3-tiny.weights")
+    names = shared_path("darknet-cfg", "coco.names").read_text().split("\n")
+    return Detector.load(weights, cfg, names=[n for n in names if n], device="cpu", img_size=320)
+
+
+def test_yolov3_tiny_equals_predict_and_batches_equal_singles(coco_detector, shared, tmp_path):
+    image = shared("data", "coco-tiny", "val2017", "000000005001.jpg")  # a crowd of people
+    found = coco_detector(image)
+    assert isinstance(found, Detections) and len(found) >= 5 and found.labels.count("person") >= 5
+    assert found.boxes.dtype == np.float32 and found.boxes.shape == (len(found), 4)
+    args = ["--cfg", str(shared("darknet-cfg", "yolov3-tiny.cfg")), "--weights",
+            str(shared("weights", "yolov3-tiny.weights")), "--source", str(image), "--img-size", "320",
+            "--names", str(shared("darknet-cfg", "coco.names")), "--device", "cpu", "--project", str(tmp_path)]
+    assert predict_main(args) == 0
+    predicted = json.loads((tmp_path / "exp" / "json" / f"{image.stem}.json").read_text())["detections"]
+    assert [d["name"] for d in predicted] == found.labels
+    np.testing.assert_allclose([d["box_xyxy"] for d in predicted], found.boxes, atol=0.006)
+    np.testing.assert_allclose([d["confidence"] for d in predicted], found.scores, atol=6e-6)
+
+    bgr = cv2.imread(str(image))
+    other = np.ascontiguousarray(bgr[:, ::-1])  # same size: batched with the first in one forward pass
+    batch = coco_detector([image, other, bgr[:200, :300]])
+    for single, batched in zip((found, coco_detector(other), coco_detector(bgr[:200, :300])), batch):
+        assert single.labels == batched.labels
+        np.testing.assert_allclose(single.boxes, batched.boxes, atol=1e-3)
+        np.testing.assert_allclose(single.scores, batched.scores, atol=1e-5)
+
+
+def test_tiny_checkpoint_inputs_and_names(tmp_path):
+    detector = Detector.load(write_tiny_checkpoint(tmp_path), device="cpu", conf=0.01)
+    assert detector.names == NAMES and detector.settings.img_size == 64  # the cfg's [net] size
+    rng = np.random.default_rng(0)
+    bgr = rng.integers(0, 255, (48, 80, 3), dtype=np.uint8)
+    path = tmp_path / "x.png"
+    cv2.imwrite(str(path), bgr)
+    from_path, from_array = detector(path), detector(bgr)
+    from_rgb = detector(np.ascontiguousarray(bgr[:, :, ::-1]), rgb=True)
+    assert len(from_array) > 0 and set(from_array.labels) <= set(NAMES)
+    for other in (from_path, from_rgb):
+        np.testing.assert_array_equal(other.boxes, from_array.boxes)
+    stacked = detector(np.stack([bgr, bgr]))  # an [N, H, W, 3] array is a batch
+    assert len(stacked) == 2 and np.array_equal(stacked[1].class_ids, from_array.class_ids)
+    assert (from_array.boxes[:, [0, 2]] <= 80).all() and (from_array.boxes[:, [1, 3]] <= 48).all()
+    first = from_array.to_dicts()[0]
+    assert first["name"] == NAMES[first["class_id"]] and first["score"] == pytest.approx(from_array.scores[0])
+    assert len(detector(bgr[:, :, 0])) >= 0  # grayscale HxW is accepted
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path):
+    weights = write_tiny_checkpoint(tmp_path)
+    detector = Detector.load(weights, device="cpu")
+    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8 not really")
+    with pytest.raises(ValueError, match=r"image .*broken.jpg: not an image OpenCV can decode"):
+        detector([tmp_path / "broken.jpg"])
+    with pytest.raises(TypeError, match="expected an image path or a numpy array, got a dict"):
+        detector({"not": "an image"})
+    with pytest.raises(ValueError, match="expected a uint8 image array"):
+        detector(np.zeros((8, 8, 3), np.float32))
+    with pytest.raises(ValueError, match=r"expected an HxWx3 image array, got shape \(8, 8, 4\)"):
+        detector(np.zeros((8, 8, 4), np.uint8))
+    with pytest.raises(ValueError, match="2 class names were given but .* predicts 3 classes"):
+        Detector.load(weights, names=["a", "b"], device="cpu")
+    with pytest.raises(ValueError, match="conf must be in"):
+        Detector.load(weights, conf=1.5)
+
+
+class _StandInOnnx:
+    """The duck type of detect.export.runtime's models: one box at the input's centre, 20x10, class 1."""
+
+    names = ("cat", "dog")
+    max_stride = 32
+    input_size = (64, 64)
+    num_classes = 2
+
+    def __init__(self):
+        self.inputs = []
+
+    def __call__(self, x):
+        self.inputs.append(x)
+        rows = torch.zeros(x.shape[0], 3, 7)
+        rows[:, 0] = torch.tensor([32.0, 32.0, 20.0, 10.0, 0.9, 0.1, 0.8])
+        return rows
+
+
+@pytest.fixture
+def stand_in_runtime(monkeypatch):
+    module = types.ModuleType("detect.export.runtime")
+    module.opened = []
+
+    def load_onnx_model(path, device):
+        module.opened.append((str(path), device))
+        return _StandInOnnx()
+
+    module.load_onnx_model = load_onnx_model
+    monkeypatch.setitem(sys.modules, "detect.export.runtime", module)
+    return module
+
+
+def test_onnx_through_the_runtime_duck_type(stand_in_runtime, tmp_path):
+    detector = Detector.load(tmp_path / "m.onnx", device="cpu")
+    assert stand_in_runtime.opened == [(str(tmp_path / "m.onnx"), "cpu")] and detector.names == ["cat", "dog"]
+    image = np.full((100, 200, 3), 90, np.uint8)
+    found = detector([image, image])
+    (x,) = detector.model.inputs  # both images in one batch, fitted into the fixed 64x64 input
+    assert tuple(x.shape) == (2, 3, 64, 64)
+    # ratio 64/200 = 0.32, 32 pixels of border above: (22, 27, 42, 37) -> ((x - 0) / 0.32, (y - 16) / 0.32)
+    np.testing.assert_allclose(found[1].boxes, [[68.75, 34.375, 131.25, 65.625]], atol=1e-4)
+    assert found[1].labels == ["dog"] and found[1].scores[0] == pytest.approx(0.72)
+    with pytest.raises(ValueError, match=r"takes 64x64 inputs only, but img_size=320"):
+        Detector.load(tmp_path / "m.onnx", img_size=320, device="cpu")
+
+
+def test_onnx_without_the_runtime_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "detect.export.runtime", None)  # as if it could not be imported
+    with pytest.raises(ValueError, match=r"m.onnx: running ONNX models needs detect.export.runtime"):
+        Detector.load(tmp_path / "m.onnx", device="cpu")
