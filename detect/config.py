@@ -43,14 +43,15 @@ class OptimConfig:
     grad_clip: float = 10.0  # max gradient norm (0 disables)
     max_nonfinite: int = 20  # stop after this many non-finite losses in a row
     bn_momentum: float | None = 0.03  # BatchNorm running-stat factor (PyTorch convention); None keeps Darknet's
-    head_lr_scale: float = 1.0  # lr multiplier of the convs feeding [yolo] layers (a fine-tune's plan raises it)
+    transferred_lr_scale: float = 1.0  # lr multiplier of the parameters copied from --weights (fine-tunes: 0.2)
 
     def __post_init__(self):
         for name in ("lr0", "lrf", "momentum", "weight_decay", "warmup_epochs", "warmup_momentum",
                      "warmup_bias_lr", "warmup_power", "grad_clip"):
             _check(getattr(self, name) >= 0, f"{name} must be a non-negative number, got {getattr(self, name)}")
         _check(self.warmup_min_steps >= 0, f"warmup_min_steps must be >= 0, got {self.warmup_min_steps}")
-        _check(self.head_lr_scale > 0, f"head_lr_scale must be a positive number, got {self.head_lr_scale}")
+        _check(self.transferred_lr_scale > 0,
+               f"transferred_lr_scale must be a positive number, got {self.transferred_lr_scale}")
         _check(self.max_nonfinite >= 1, f"max_nonfinite must be >= 1, got {self.max_nonfinite}")
         _check(len(self.steps) == len(self.scales),
                f"steps {list(self.steps)} and scales {list(self.scales)} must have the same length")

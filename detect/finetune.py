@@ -17,6 +17,9 @@ NOMINAL_BATCH = 64  # images per optimiser step reached by accumulation in a lon
 # more in lost updates than the less noisy gradient gives (160 images x 10 epochs at nbs 64 are 30 steps).
 MIN_FINETUNE_STEPS = 300
 FINETUNE_CLOSE_MOSAIC = 0.3  # fraction of a fine-tune's last epochs without mosaic
+# lr multiple of the parameters copied from the weights: they hold features learnt on far more images than a
+# fine-tune sees, and at the full lr the first epochs of a small dataset's noisy gradients wear them away.
+FINETUNE_TRANSFERRED_LR = 0.2
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,12 @@ def finetune_hyp(hyp: Hyp, user_keys: set[str], total_steps: int) -> tuple[Hyp, 
         changes["warmup_bias_lr"] = 0.0
         reasons.append("warmup_bias_lr 0: biases ramp up with the weights instead of starting at 10x lr, which "
                        "would overwrite the pretrained objectness and box biases")
+    if "transferred_lr_scale" not in user_keys:
+        changes["transferred_lr_scale"] = FINETUNE_TRANSFERRED_LR
+        reasons.append(f"transferred_lr_scale {FINETUNE_TRANSFERRED_LR}: the layers copied from the weights learn at "
+                       f"{FINETUNE_TRANSFERRED_LR:g} x lr0 = {hyp.optim.lr0 * FINETUNE_TRANSFERRED_LR:g}, the new ones "
+                       f"(re-initialised class rows, layers the weights did not reach) at lr0 = {hyp.optim.lr0:g}: "
+                       f"a small dataset's gradients would wear the pretrained features away at the full lr")
     if "close_mosaic" not in user_keys:
         changes["close_mosaic"] = FINETUNE_CLOSE_MOSAIC
         reasons.append(f"close_mosaic {FINETUNE_CLOSE_MOSAIC}: the last {FINETUNE_CLOSE_MOSAIC:.0%} of the epochs "

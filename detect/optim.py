@@ -41,22 +41,26 @@ GROUP_KINDS = ("weights", "bn", "bias")  # the order of LRSchedule.values' learn
 
 
 def build_optimizer(model: nn.Module, name: str, lr: float, momentum: float, weight_decay: float,
-                    scaled: tuple | list = (), lr_scale: float = 1.0) -> torch.optim.Optimizer:
+                    scaled: set[str] | frozenset = frozenset(), lr_scale: float = 1.0) -> torch.optim.Optimizer:
     """SGD (Nesterov) or AdamW with groups 0: decayed weights, 1: BN weights, 2: biases (no decay on 1 and 2);
-    the fused implementation when every parameter is on CUDA. With `lr_scale` != 1 the parameters in `scaled`
-    form three more groups of the same kinds whose learning rate is `lr_scale` times their kind's."""
+    the fused implementation when every parameter is on CUDA. With `lr_scale` != 1 the parameters named in
+    `scaled` form three more groups of the same kinds whose learning rate is `lr_scale` times their kind's.
+    Each group names its parameters (`param_names`), so a checkpoint's optimiser state says which were scaled."""
     if name not in OPTIMIZERS:
         raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {name!r}")
     kinds = dict(zip(GROUP_KINDS, parameter_groups(model)))
     if not any(kinds.values()):
         raise ValueError("no trainable parameters (is every layer frozen?)")
-    scaled_ids = {id(p) for p in scaled} if lr_scale != 1.0 else set()
+    names = {id(p): n for n, p in model.named_parameters()}
     decays = {"weights": weight_decay, "bn": 0.0, "bias": 0.0}
-    groups = [{"params": [p for p in params if id(p) not in scaled_ids], "weight_decay": decays[kind],
-               "group": kind, "lr_scale": 1.0} for kind, params in kinds.items()]
-    if scaled_ids:
-        groups += [{"params": [p for p in params if id(p) in scaled_ids], "weight_decay": decays[kind],
-                    "group": kind, "lr_scale": lr_scale} for kind, params in kinds.items()]
+    scales = (1.0, lr_scale) if lr_scale != 1.0 and scaled else (1.0,)
+    is_scaled = (lambda p: names[id(p)] in scaled) if len(scales) > 1 else (lambda p: False)
+    groups = []
+    for scale in scales:
+        for kind, params in kinds.items():
+            chosen = [p for p in params if is_scaled(p) == (scale != 1.0)]
+            groups.append({"params": chosen, "param_names": [names[id(p)] for p in chosen],
+                           "weight_decay": decays[kind], "group": kind, "lr_scale": scale})
     # On CUDA the fused kernels update every tensor in a few launches and take GradScaler's inf check on the
     # device (the unfused path reads it on the host once per step).
     fused = all(p.is_cuda for g in groups for p in g["params"]) or None
@@ -137,6 +141,12 @@ class LRSchedule:
             elif "betas" in group:
                 group["betas"] = (momentum, group["betas"][1])
         return lrs[0]
+
+
+def scaled_parameter_names(optimizer_state: dict) -> set[str]:
+    """The parameters an optimiser (its `state_dict()`, e.g. from a checkpoint) gives an lr multiple other than 1."""
+    return {n for g in optimizer_state.get("param_groups", []) if g.get("lr_scale", 1.0) != 1.0
+            for n in g.get("param_names", [])}
 
 
 def accumulation_steps(nominal_batch: int, batch_per_process: int, world_size: int) -> int:

@@ -23,14 +23,14 @@ from detect import dist
 from detect.checkpoint import check_resumable, load_checkpoint
 from detect.config import Hyp, load_hyp, read_hyp_file
 from detect.darknet.load import load_model, uses_channels_last
-from detect.darknet.surgery import freeze_layers, head_feeder_parameters, init_head_priors, set_bn_momentum
+from detect.darknet.surgery import freeze_layers, init_head_priors, set_bn_momentum
 from detect.ema import ModelEMA
 from detect.files import atomic_write_text
 from detect.finetune import RunShape, plan_run
 from detect.log import setup_logging
 from detect.loss import YoloLoss
 from detect.monitor import chain
-from detect.optim import LRSchedule, accumulation_steps, build_optimizer
+from detect.optim import LRSchedule, accumulation_steps, build_optimizer, scaled_parameter_names
 from detect.options import TrainOptions, parse_options
 from detect.precision import amp_dtype
 from detect.runs import next_run_dir
@@ -165,8 +165,8 @@ def training_size(model, opts: TrainOptions) -> int:
 
 def prepare_model(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_source, weights: str | None,
                   train_source, run_dir: Path):
-    """(bare model on the device, frozen BatchNorm modules, training size): loaded (anchors fitted with
-    --anchors fit), initialised, frozen."""
+    """(bare model on the device, frozen BatchNorm modules, training size, names of the parameters copied whole
+    from `weights`): loaded (anchors fitted with --anchors fit), initialised, frozen."""
     from detect.anchors import label_shapes
     from detect.darknet.model import Darknet
 
@@ -187,13 +187,15 @@ def prepare_model(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_sourc
         untouched = [h["head"] for h in loaded.report.get("heads", []) if h["reason"]]
         if untouched:
             init_head_priors(model, img_size, heads=untouched)
+    copied = set(loaded.report.get("copied", ())) if loaded.report else set()
+    transferred = {name for name, _ in model.named_parameters() if name in copied}
     set_bn_momentum(model, hyp.optim.bn_momentum)
     frozen_bn = freeze_layers(model, opts.freeze)
     model.to(ctx.device)
     if uses_channels_last(ctx.device):
         model.to(memory_format=torch.channels_last)
         torch.backends.cudnn.benchmark = True  # fixed shapes: time the kernels once, then use the fastest
-    return model, frozen_bn, img_size
+    return model, frozen_bn, img_size, transferred
 
 
 def wrap_model(model, opts: TrainOptions, ctx: dist.DistContext):
@@ -207,24 +209,26 @@ def wrap_model(model, opts: TrainOptions, ctx: dist.DistContext):
     return model, torch.compile(ddp_model) if opts.compile else ddp_model
 
 
-def build_optimisation(model, opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, batches_per_epoch: int):
-    """(optimizer, schedule, micro-batches accumulated per step, steps per epoch)."""
+def build_optimisation(model, opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, batches_per_epoch: int,
+                       transferred: set[str] = frozenset()):
+    """(optimizer, schedule, micro-batches accumulated per step, steps per epoch); the `transferred` parameters
+    (copied from --weights) learn at `transferred_lr_scale` x the lr of the others."""
     optim = hyp.optim
     accumulate = accumulation_steps(opts.nbs, opts.batch_size, ctx.world_size)
     steps_per_epoch = math.ceil(batches_per_epoch / accumulate)
     # weight decay follows the images per step relative to the nominal batch
     decay = optim.weight_decay * opts.batch_size * ctx.world_size * accumulate / opts.nbs
     optimizer = build_optimizer(model, opts.optimizer, optim.lr0, optim.momentum, decay,
-                                scaled=head_feeder_parameters(model), lr_scale=optim.head_lr_scale)
+                                scaled=transferred, lr_scale=optim.transferred_lr_scale)
     total = opts.epochs * steps_per_epoch
     warmup = min(max(round(optim.warmup_epochs * steps_per_epoch), optim.warmup_min_steps), total // 2)
     return optimizer, LRSchedule.from_config(optim, total, warmup, opts.schedule), accumulate, steps_per_epoch
 
 
 def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Path, cfg_source,
-                weights: str | None, sources=None, monitor=None) -> TrainSetup:
+                weights: str | None, sources=None, monitor=None, ckpt: dict | None = None) -> TrainSetup:
     """Everything the loop needs; `sources` (train, val) are opened from --data unless given. `opts.nbs` is
-    decided (plan_new_run, or a checkpoint's)."""
+    decided (plan_new_run, or a checkpoint's). A resumed run (`ckpt`) takes its optimiser groups from there."""
     from detect.data.loader import build_train_loader
 
     if opts.nbs is None:
@@ -232,14 +236,18 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
 
     train_source, val_source = sources or open_sources(opts)
     names = list(train_source.names)
-    model, frozen_bn, img_size = prepare_model(opts, hyp, ctx, cfg_source, weights, train_source, run_dir)
+    model, frozen_bn, img_size, transferred = prepare_model(opts, hyp, ctx, cfg_source, weights, train_source,
+                                                            run_dir)
+    if ckpt is not None:
+        transferred = scaled_parameter_names(ckpt["optimizer"])
     model, ddp_model = wrap_model(model, opts, ctx)
     ema = ModelEMA(model, hyp.ema.decay, hyp.ema.tau) if opts.ema else None
     loader = build_train_loader(train_source, img_size, opts.batch_size, hyp.augment, opts.workers, model.max_stride,
                                 ctx.rank, ctx.world_size, opts.seed, max_batches=opts.max_batches, epochs=opts.epochs)
     evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx,
                                  monitor.on_evaluation if monitor is not None else None)
-    optimizer, schedule, accumulate, steps_per_epoch = build_optimisation(model, opts, hyp, ctx, len(loader))
+    optimizer, schedule, accumulate, steps_per_epoch = build_optimisation(model, opts, hyp, ctx, len(loader),
+                                                                             transferred)
     amp = amp_dtype(opts.amp, ctx.device)
     multi_scale = None
     if opts.multi_scale:
@@ -301,7 +309,7 @@ def build_trainer(opts: TrainOptions, ctx: dist.DistContext, trainer_cls=Trainer
         opts, hyp = plan_new_run(opts, hyp, ctx, sources[0], weights)
     torch.manual_seed(opts.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
     monitor = make_monitor(opts, ctx, run_dir, sources, new_run=ckpt is None)
-    setup = build_setup(opts, hyp, ctx, run_dir, cfg_source, weights, sources, monitor)
+    setup = build_setup(opts, hyp, ctx, run_dir, cfg_source, weights, sources, monitor, ckpt)
     torch.manual_seed(opts.seed + 1000 * ctx.rank + 1)  # per-rank stream for anything random in the loop
     if ctx.is_main and ckpt is None:
         atomic_write_text(run_dir / "opts.yaml", yaml.safe_dump(opts.to_dict(), sort_keys=False))

@@ -15,7 +15,9 @@ def test_small_finetune_trades_accumulation_for_steps():
     assert plan.hyp.loss == Hyp().loss and plan.hyp.ema == Hyp().ema
     assert any("nbs 16 (not 64)" in r and "make 20 optimiser steps" in r for r in plan.reasons)
     assert plan.hyp.augment.close_mosaic == 0.3 and plan.hyp.augment.mosaic == 1.0
-    assert len(plan.reasons) == 4
+    assert plan.hyp.optim.transferred_lr_scale == 0.2 and plan.hyp.optim.lr0 == Hyp().optim.lr0
+    assert any(r.startswith("transferred_lr_scale 0.2") and "= 0.002" in r for r in plan.reasons)
+    assert len(plan.reasons) == 5
 
 
 def test_large_runs_and_from_scratch_keep_the_nominal_batch():
@@ -36,5 +38,5 @@ def test_medium_finetune_accumulates_part_of_the_way():
 
 def test_user_choices_are_never_changed():
     hyp = Hyp().replace_flat(warmup_epochs=2.0, warmup_bias_lr=0.05)
-    plan = plan_run(SMALL, hyp, 32, {"warmup_epochs", "warmup_bias_lr", "close_mosaic"})
+    plan = plan_run(SMALL, hyp, 32, {"warmup_epochs", "warmup_bias_lr", "close_mosaic", "transferred_lr_scale"})
     assert plan.nbs == 32 and plan.hyp == hyp and plan.reasons == ()

@@ -3,7 +3,7 @@ import math
 import pytest
 from torch import nn
 
-from detect.optim import LRSchedule, accumulation_steps, build_optimizer, parameter_groups
+from detect.optim import LRSchedule, accumulation_steps, build_optimizer, parameter_groups, scaled_parameter_names
 
 
 def _model():
@@ -68,15 +68,19 @@ def test_accumulation_steps():
     assert accumulation_steps(64, 128, 2) == 1
 
 
-def test_scaled_parameters_get_their_own_groups_at_a_multiple_of_the_lr():
+def test_transferred_parameters_get_their_own_groups_at_a_multiple_of_the_lr():
     m = _model()
-    head = list(m[2].parameters())  # the last conv: weight (decayed) and bias
-    opt = build_optimizer(m, "sgd", lr=0.01, momentum=0.9, weight_decay=5e-4, scaled=head, lr_scale=4.0)
-    assert [(g["group"], g["lr_scale"], len(g["params"])) for g in opt.param_groups] == [
-        ("weights", 1.0, 1), ("bn", 1.0, 1), ("bias", 1.0, 1), ("weights", 4.0, 1), ("bn", 4.0, 0), ("bias", 4.0, 1)]
+    transferred = {"0.weight", "1.weight", "1.bias"}  # the first conv and its BatchNorm came from the weights
+    opt = build_optimizer(m, "sgd", lr=0.01, momentum=0.9, weight_decay=5e-4, scaled=transferred, lr_scale=0.2)
+    assert [(g["group"], g["lr_scale"], g["param_names"]) for g in opt.param_groups] == [
+        ("weights", 1.0, ["2.weight"]), ("bn", 1.0, []), ("bias", 1.0, ["2.bias"]),
+        ("weights", 0.2, ["0.weight"]), ("bn", 0.2, ["1.weight"]), ("bias", 0.2, ["1.bias"])]
     s = LRSchedule(lr0=0.01, total_steps=100, warmup_steps=10, warmup_bias_lr=0.0)
     s.apply(opt, 5)
     lrs, _ = s.values(5)
-    assert [g["lr"] for g in opt.param_groups] == pytest.approx([lrs[0], lrs[1], lrs[2], 4 * lrs[0], 4 * lrs[1],
-                                                                 4 * lrs[2]])
-    assert len(build_optimizer(m, "sgd", 0.01, 0.9, 5e-4, scaled=head, lr_scale=1.0).param_groups) == 3
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx(lrs + [0.2 * lr for lr in lrs])
+    # a checkpoint's optimiser state says which parameters were scaled (resume rebuilds the same groups)
+    assert scaled_parameter_names(opt.state_dict()) == transferred
+    plain = build_optimizer(m, "sgd", 0.01, 0.9, 5e-4, scaled=transferred, lr_scale=1.0)
+    assert [len(g["params"]) for g in plain.param_groups] == [2, 1, 2]
+    assert scaled_parameter_names(plain.state_dict()) == set()

@@ -41,14 +41,6 @@ def freeze_layers(model, spec: str | None) -> list:
     return frozen_bn
 
 
-def head_feeder_parameters(model) -> list[torch.nn.Parameter]:
-    """The parameters of the layers that feed the [yolo] heads: the part a change of classes re-initialises."""
-    params = []
-    for head in model.heads:
-        params += list(model.layers[head.layer_index - 1].parameters())
-    return params
-
-
 def prior_biases(model, head):
     """The feeder conv's biases as [A, 5+K] rows of `head`, or None where a from-scratch start sets no priors:
     a BatchNorm feeder has no conv bias, and new_coords heads (logistic feeders) start from the plain init."""

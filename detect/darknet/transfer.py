@@ -188,11 +188,11 @@ def copy_head_rows(model, state: dict, plans: list[HeadPlan]) -> list[dict]:
     return reports
 
 
-def copy_matching(model, state: dict, by_rows: set) -> list[str]:
+def copy_matching(model, state: dict, by_rows: set) -> tuple[list[str], list[str]]:
     """Copy every tensor whose name and shape match, except those `by_rows` (their class rows are in another
-    order); return descriptions of those not copied whole."""
+    order); return (descriptions of those not copied whole, names of those copied whole)."""
     target = model.state_dict(keep_vars=True)
-    skipped = []
+    skipped, copied = [], []
     with torch.no_grad():
         for name, value in state.items():
             if name not in target:
@@ -203,16 +203,18 @@ def copy_matching(model, state: dict, by_rows: set) -> list[str]:
                 skipped.append(f"{name}: class names differ (rows copied by name)")
             else:
                 target[name].copy_(value)
-    return skipped
+                copied.append(name)
+    return skipped, copied
 
 
 def transfer_state(model, state: dict, source_layouts: list[HeadLayout] | None = None,
-                   source_names: list[str] | None = None, names: list[str] | None = None) -> tuple[list, list]:
+                   source_names: list[str] | None = None, names: list[str] | None = None
+                   ) -> tuple[list, list, list]:
     """Fine-tuning transfer of a state dict: same-name same-shape tensors whole, then the head feeders row by row.
-    Returns (descriptions of tensors not copied whole, one head_report per head)."""
+    Returns (descriptions of tensors not copied whole, one head_report per head, names of tensors copied whole)."""
     plans = plan_head_transfer(model, state, source_layouts, source_names, names)
-    skipped = copy_matching(model, state, {name for plan in plans if plan.by_rows for name in plan.tensors})
-    return skipped, copy_head_rows(model, state, plans)
+    skipped, copied = copy_matching(model, state, {name for plan in plans if plan.by_rows for name in plan.tensors})
+    return skipped, copy_head_rows(model, state, plans), copied
 
 
 def head_report(plan: HeadPlan) -> dict:

@@ -119,7 +119,8 @@ def load_darknet_weights(model, path, names: list[str] | None = None) -> dict:
     source_layouts = model_head_layouts(layout)
     source_names = assumed_coco_names(source_layouts, path) if names is not None else None
     state = {k: torch.from_numpy(v) for k, v in arrays.items()}
-    report["skipped"], report["heads"] = transfer_state(model, state, source_layouts, source_names, names)
+    report["skipped"], report["heads"], report["copied"] = transfer_state(model, state, source_layouts,
+                                                                          source_names, names)
     report["tensors_loaded"] = len(arrays) - len(report["skipped"])
     model.seen = report["seen"]
     log.info("%s: loaded %d of %d layers (%d floats, %d of %d bytes), version %s, seen %d%s", path,
@@ -189,10 +190,10 @@ def load_weights(model, path, checkpoint: dict | None = None, names: list[str] |
     source_names = checkpoint.get("names")  # a bare state dict has none
     source_names = [str(n) for n in source_names] if isinstance(source_names, (list, tuple)) and source_names \
         else None
-    skipped, heads = transfer_state(model, state, source_layouts, source_names, names)
+    skipped, heads, copied = transfer_state(model, state, source_layouts, source_names, names)
     missing = sorted(set(model.state_dict()) - set(state))
     report = {"path": str(path), "tensors_loaded": len(state) - len(skipped), "skipped": skipped,
-              "missing": missing, "heads": heads}
+              "missing": missing, "heads": heads, "copied": copied}
     log.info("%s: loaded %d tensors; %d skipped (shape or name differs), %d model tensors not in the file",
              path, report["tensors_loaded"], len(skipped), len(missing))
     for line in skipped:

@@ -87,6 +87,11 @@ def test_transferred_rows_give_the_source_outputs_on_a_real_image(tiny_source, r
     assert "head 1 (layer 23, 3 anchors): 15 box+obj rows copied; 6 class rows copied (80 -> 3 classes; " \
            "matched: Person, dog); 3 class rows initialised (kangaroo)" in caplog.text
     assert ("COCO names of coco.names are assumed" in caplog.text) == (source_kind == "weights")
+    # every tensor is copied whole except the feeders' (copied row by row): training's "transferred" parameters
+    feeders = {n for n in model.state_dict() if n.startswith(("layers.15.", "layers.22."))}
+    not_in_darknet_files = {n for n in model.state_dict() if n.endswith("num_batches_tracked")}
+    expected = set(model.state_dict()) - feeders - (not_in_darknet_files if source_kind == "weights" else set())
+    assert feeders and set(loaded.report["copied"]) == expected
 
     with torch.no_grad():
         theirs, mine = tiny_source(real_image), model(real_image)
@@ -151,6 +156,8 @@ def test_partial_conv_file_copies_no_head_rows(tiny_source, tmp_path):
     torch.manual_seed(1)
     loaded = load_model(str(shared_path("darknet-cfg", "yolov3-tiny.cfg")), partial, names=TARGET, img_size=416)
     reasons = [h["reason"] for h in loaded.report["heads"]]
+    assert {n.split(".")[1] for n in loaded.report["copied"]} == {str(i) for i in range(15) if i not in (1, 3, 5, 7,
+                                                                                                       9, 11)}
     assert reasons == [f"the source has no weights for layer {i} (a partial file ends before it)" for i in (15, 22)]
     assert [(h["box_obj_rows"], h["class_rows"], h["initialised_rows"]) for h in loaded.report["heads"]] == \
         [(0, 0, 24)] * 2
@@ -183,7 +190,7 @@ def test_every_head_type_keeps_box_objectness_and_named_class_rows(cfg_name, new
             for t in target.layers[i].state_dict(keep_vars=True).values():
                 t.zero_()
     names = ["dog", "Car", "platypus"]
-    skipped, heads = transfer_state(target, source.state_dict(), model_head_layouts(source), _coco_names(), names)
+    skipped, heads, _ = transfer_state(target, source.state_dict(), model_head_layouts(source), _coco_names(), names)
     assert len(skipped) == 2 * len(feeders)  # each feeder's conv weight and bias, copied by row instead
     assert [(h["anchors"], h["box_obj_rows"], h["class_rows"], h["matched"]) for h in heads] == \
         [(anchors, 5 * anchors, 2 * anchors, ["dog", "Car"])] * len(feeders)
@@ -216,7 +223,7 @@ def test_bare_state_dict_reads_the_class_count_off_the_shapes_and_bad_names_are_
     source = Darknet(BN_FEEDER_CFG.format(filters=14, classes=2))
     randomize_weights(source, seed=5)
     target = Darknet(source.cfg_text, num_classes=4)
-    _, (head,) = transfer_state(target, source.state_dict())  # no cfg, no names: box and objectness rows only
+    _, (head,), _ = transfer_state(target, source.state_dict())  # no cfg, no names: box and objectness rows only
     assert (head["source_classes"], head["box_obj_rows"], head["class_rows"]) == (2, 10, 0)
     with pytest.raises(ValueError, match="3 class names for a model of 4 classes; pass one name per class"):
         transfer_state(target, source.state_dict(), names=["a", "b", "c"])
