@@ -130,6 +130,21 @@ def test_half_export_loads_and_roughly_matches(tmp_path):
     torch.testing.assert_close(got[..., :4], expected[..., :4], rtol=5e-3, atol=0.5)
 
 
+@pytest.mark.slow
+def test_val_coco_tiny_map_equals_pytorch(yolov3_tiny, shared, tmp_path):
+    """A fixed-size export is evaluated at its own size, square: the .weights model at the same protocol."""
+    from detect import val
+
+    _, path = yolov3_tiny
+    common = ["--data", "data/coco-tiny.yaml", "--img", "416", "--device", "cpu", "--workers", "1",
+              "--project", str(tmp_path)]
+    cfg, weights = shared("darknet-cfg", "yolov3-tiny.cfg"), shared("weights", "yolov3-tiny.weights")
+    expected = val.run(val.parse_args(["--cfg", str(cfg), "--weights", str(weights), "--square", *common]))
+    got = val.run(val.parse_args(["--weights", str(path), *common]))
+    assert expected.map > 0.2
+    assert abs(got.map - expected.map) < 1e-3 and abs(got.map50 - expected.map50) < 1e-3
+
+
 def _assert_same_detections(session, model, x, conf, iou, multi_label, feeds=None):
     detections, counts = session.run(None, {"images": x.numpy(), **(feeds or {})})
     with torch.no_grad():
