@@ -121,6 +121,7 @@ def test_half_export_loads_and_roughly_matches(tmp_path):
     x = torch.rand(1, 3, 128, 128, generator=torch.Generator().manual_seed(3))
     expected = reference(model, x)
     export_onnx(model, tmp_path / "h.onnx", OnnxExportOptions(img_size=(128, 128), half=True))
+    assert next(model.parameters()).dtype == torch.float32  # a copy was converted to fp16
     proto = onnx.load(str(tmp_path / "h.onnx"))
     onnx.checker.check_model(proto, full_check=True)
     assert proto.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16

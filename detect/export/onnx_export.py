@@ -10,6 +10,7 @@ fixed at export and the runtime feeds that size.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import logging
 from dataclasses import dataclass
@@ -81,7 +82,7 @@ def _name_input_dims(proto) -> None:
 
 
 def export_onnx(model, path, options: OnnxExportOptions, names: list[str] | None = None) -> OnnxMetadata:
-    """Export the Darknet `model` (unfused or fused; it is fused and put in eval mode here) to `path`."""
+    """Export the Darknet `model` (unfused or fused; a fused copy in eval mode is exported) to `path`."""
     onnx = require("onnx")
     require("onnxscript")
     if names is not None and len(names) != model.num_classes:
@@ -89,8 +90,10 @@ def export_onnx(model, path, options: OnnxExportOptions, names: list[str] | None
     h, w = options.img_size
     if h % model.max_stride or w % model.max_stride:
         raise ValueError(f"--img {h}x{w} is not a multiple of the model's largest stride {model.max_stride}")
-    model = model.cpu().fuse().eval() if not model.fused else model.cpu().eval()
     dtype = torch.float16 if options.half else torch.float32
+    model = copy.deepcopy(model).cpu().eval()  # the caller's model stays as it was
+    if not model.fused:
+        model.fuse()  # in float32, before any conversion to fp16
     model = model.to(dtype)
     module = NmsCandidates(model, options.multi_label).eval() if options.nms else model
     # a dynamic export traces with 2 images: torch.export would fix a size of 1 as a constant
