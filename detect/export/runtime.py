@@ -97,9 +97,12 @@ def load_onnx_model(path, device="cpu") -> OnnxModel:
     ort = require("onnxruntime")
     options = ort.SessionOptions()
     options.log_severity_level = 3  # warnings about unused initialisers etc. are not the user's business
+    providers = _providers(ort, device)
+    state = ort.capi.onnxruntime_pybind11_state  # onnxruntime's own error types (not RuntimeError & co)
     try:
-        session = ort.InferenceSession(str(path), options, providers=_providers(ort, device))
-    except Exception as e:  # onnxruntime raises its own types for unreadable or invalid files
+        session = ort.InferenceSession(str(path), options, providers=providers)
+    except (state.Fail, state.InvalidProtobuf, state.InvalidGraph, state.InvalidArgument,
+            state.NotImplemented) as e:
         raise ValueError(f"{path}: onnxruntime cannot load it ({type(e).__name__}: {e})") from None
     metadata = OnnxMetadata.from_props(session.get_modelmeta().custom_metadata_map, path)
     if metadata.output != "rows":
