@@ -39,7 +39,7 @@ VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpe
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m detect.predict", description=__doc__.split("\n")[0])
     p.add_argument("--cfg", help="Darknet .cfg (optional for .pt checkpoints, which carry their cfg)")
-    p.add_argument("--weights", required=True, help=".weights or .pt checkpoint")
+    p.add_argument("--weights", required=True, help=".weights, .pt checkpoint or .onnx (detect.export)")
     p.add_argument("--source", required=True, help="an image, a folder, a glob pattern or a video file")
     p.add_argument("--names", help="class names: a .names file (one per line) or a data spec (.yaml)")
     p.add_argument("--img-size", "--img", dest="img", type=int, default=416,
@@ -170,8 +170,14 @@ def summary(det: torch.Tensor, names: list[str]) -> str:
 def run(args) -> Path:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
-    loaded = load_model(args.cfg, args.weights, img_size=args.img, exact=True)
-    model, checkpoint_names = for_inference(loaded.model, ctx.device), loaded.names
+    if args.weights.lower().endswith(".onnx"):  # an exported model, run by onnxruntime
+        from detect.export.runtime import load_onnx_model, onnx_square_letterbox
+
+        model = load_onnx_model(args.weights, ctx.device)
+        checkpoint_names, args.square = model.names, onnx_square_letterbox(model, args.img, args.square)
+    else:
+        loaded = load_model(args.cfg, args.weights, img_size=args.img, exact=True)
+        model, checkpoint_names = for_inference(loaded.model, ctx.device), loaded.names
     names = read_names(args.names) if args.names else checkpoint_names
     names = names or [str(k) for k in range(model.num_classes)]
     if len(names) != model.num_classes:

@@ -39,7 +39,7 @@ def default_workers() -> int:
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m detect.val", description=__doc__.split("\n")[0])
     p.add_argument("--cfg", help="Darknet .cfg (optional for .pt checkpoints, which carry their cfg)")
-    p.add_argument("--weights", required=True, help=".weights or .pt checkpoint")
+    p.add_argument("--weights", required=True, help=".weights, .pt checkpoint or .onnx (detect.export)")
     p.add_argument("--data", required=True, help="dataset spec (data/*.yaml)")
     p.add_argument("--split", default="val", choices=("train", "val"))
     p.add_argument("--img-size", "--img", dest="img", type=int, default=416, help="input size (long side)")
@@ -120,7 +120,14 @@ def run(args) -> EvalResult:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
     try:
-        model = for_inference(load_model(args.cfg, args.weights, img_size=args.img, exact=True).model, ctx.device)
+        if args.weights.lower().endswith(".onnx"):  # an exported model, run by onnxruntime
+            from detect.export.runtime import load_onnx_model, onnx_square_letterbox
+
+            model = load_onnx_model(args.weights, ctx.device)
+            args.square = onnx_square_letterbox(model, args.img, args.square)
+        else:
+            model = for_inference(load_model(args.cfg, args.weights, img_size=args.img, exact=True).model,
+                                  ctx.device)
         # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
         source = open_checked_split(args.data, args.split, model.num_classes, args.weights, args.strict)
         from detect.data.loader import build_eval_loader

@@ -1,0 +1,7 @@
+"""`python -m detect.export`."""
+
+import sys
+
+from detect.export.cli import main
+
+sys.exit(main())

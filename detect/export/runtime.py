@@ -1,0 +1,128 @@
+"""Exported ONNX models run by onnxruntime, standing in for the PyTorch eval model.
+
+`load_onnx_model(path, device)` -> `OnnxModel`: `names`, `num_classes`, `max_stride`, `input_size` ((h, w), or
+None for a --dynamic export), `batch_size` (None when dynamic); `model(x)` takes float [N, 3, H, W] in [0, 1]
+and returns [N, P, 5+K] like `Darknet.eval()(x)`. A fixed batch is served in chunks (the last one padded);
+a fixed input size must be fed at that size. `eval()`, `train()` and `to()` do nothing (onnxruntime has no
+such state), so tools written for the PyTorch model take this one unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .metadata import OnnxMetadata
+from .optional import require
+
+log = logging.getLogger(__name__)
+
+
+def is_onnx_path(path) -> bool:
+    return path is not None and Path(path).suffix.lower() == ".onnx"
+
+
+def _providers(ort, device) -> list[str]:
+    device = torch.device(device)
+    if device.type == "cpu":
+        return ["CPUExecutionProvider"]
+    if device.type == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    raise ValueError(f"--device {device}: this onnxruntime has no provider for it (available: "
+                     f"{', '.join(ort.get_available_providers())}); install onnxruntime-gpu or use --device cpu")
+
+
+class OnnxModel:
+    """An onnxruntime session of a detect.export graph with the eval-model contract (module docstring)."""
+
+    training = False
+
+    def __init__(self, session, metadata: OnnxMetadata, path: Path):
+        self.session, self.metadata, self.path = session, metadata, path
+        self.names = metadata.names
+        self.num_classes = metadata.num_classes
+        self.max_stride = metadata.max_stride
+        self.input_size = metadata.input_size
+        self.batch_size = metadata.batch
+        self._input = session.get_inputs()[0].name
+        self._input_dtype = np.float16 if metadata.precision == "fp16" else np.float32
+
+    def eval(self) -> OnnxModel:
+        return self
+
+    def train(self, mode: bool = True) -> OnnxModel:
+        return self
+
+    def to(self, *args, **kwargs) -> OnnxModel:
+        return self
+
+    def _check_size(self, x: torch.Tensor) -> None:
+        if x.dim() != 4 or x.shape[1] != 3:
+            raise ValueError(f"{self.path}: expected input [N, 3, H, W], got {tuple(x.shape)}")
+        size = tuple(x.shape[2:])
+        if self.input_size is not None and size != tuple(self.input_size):
+            raise ValueError(f"{self.path} was exported for {self.input_size[0]}x{self.input_size[1]} inputs, "
+                             f"got {size[0]}x{size[1]}; feed that size or export with --dynamic")
+        if size[0] % self.max_stride or size[1] % self.max_stride:
+            raise ValueError(f"{self.path}: input {size[0]}x{size[1]} is not a multiple of the stride "
+                             f"{self.max_stride}")
+
+    def _run(self, batch: np.ndarray) -> np.ndarray:
+        return self.session.run(None, {self._input: batch})[0]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        self._check_size(x)
+        images = x.detach().cpu().contiguous().numpy().astype(self._input_dtype, copy=False)
+        if self.batch_size is None:
+            rows = self._run(images)
+        else:  # a fixed batch: whole chunks, the last one padded with blank images
+            chunks = []
+            for start in range(0, len(images), self.batch_size):
+                chunk = images[start:start + self.batch_size]
+                padded = np.zeros((self.batch_size, *chunk.shape[1:]), chunk.dtype)
+                padded[:len(chunk)] = chunk
+                chunks.append(self._run(padded)[:len(chunk)])
+            rows = np.concatenate(chunks)
+        return torch.from_numpy(rows).float().to(x.device)
+
+
+def load_onnx_model(path, device="cpu") -> OnnxModel:
+    """An exported model (without --nms) as an `OnnxModel` running on `device` ("cpu" or "cuda")."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"--weights {path}: file not found")
+    ort = require("onnxruntime")
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # warnings about unused initialisers etc. are not the user's business
+    providers = _providers(ort, device)
+    state = ort.capi.onnxruntime_pybind11_state  # onnxruntime's own error types (not RuntimeError & co)
+    try:
+        session = ort.InferenceSession(str(path), options, providers=providers)
+    except (state.Fail, state.InvalidProtobuf, state.InvalidGraph, state.InvalidArgument,
+            state.NotImplemented) as e:
+        raise ValueError(f"{path}: onnxruntime cannot load it ({type(e).__name__}: {e})") from None
+    metadata = OnnxMetadata.from_props(session.get_modelmeta().custom_metadata_map, path)
+    if metadata.output != "rows":
+        raise ValueError(f"{path} has NMS in its graph (exported with --nms) and returns detections, not rows; "
+                         f"export without --nms for detect.val / detect.predict")
+    log.info("%s: onnxruntime %s, %s, input %s", path, ort.__version__, metadata.precision,
+             "dynamic" if metadata.input_size is None else "x".join(map(str, metadata.input_size)))
+    return OnnxModel(session, metadata, path)
+
+
+def onnx_square_letterbox(model: OnnxModel, img_size: int, square: bool) -> bool:
+    """Whether the tools must letterbox square for `model`: a fixed-size export runs only at its own square size
+    (a different --img is refused); a dynamic one takes rect canvases unless `square` was asked for."""
+    if model.input_size is None:
+        return square
+    h, w = model.input_size
+    if h != w or img_size != h:
+        raise ValueError(f"--weights {model.path} was exported for {h}x{w} inputs; pass --img {h}"
+                         f"{'' if h == w else ' (a non-square export cannot be evaluated)'} or export with "
+                         f"--dynamic to choose the size here")
+    if not square:
+        log.info("%s has a fixed input size: square %dx%d letterbox instead of rect canvases", model.path, h, w)
+    return True

@@ -1,0 +1,71 @@
+"""detect.val and detect.predict with `--weights model.onnx`: the same metrics and detections as the PyTorch model
+(generated data and a tiny model here; coco-tiny with yolov3-tiny in test_export_onnx)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from detect import predict, val
+from detect.export.cli import main as export_main
+from tests.test_val import _val_args, write_coco_dataset, write_tiny_checkpoint
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+
+
+@pytest.fixture(autouse=True)
+def _label_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DETECT_CACHE", str(tmp_path / "cache"))
+
+
+def _results(tmp_path, name) -> list[dict]:
+    return json.loads((tmp_path / "runs" / name / "results.json").read_text())
+
+
+@pytest.mark.slow
+def test_val_dynamic_onnx_rect_matches_pt(tmp_path):
+    spec = write_coco_dataset(tmp_path / "data")
+    weights = write_tiny_checkpoint(tmp_path)
+    assert export_main(["--weights", str(weights), "--img", "64", "--dynamic"]) == 0
+    expected = val.run(val.parse_args(_val_args(spec, weights, tmp_path, "--save-json", "--name", "pt")))
+    got = val.run(val.parse_args(_val_args(spec, tmp_path / "tiny.onnx", tmp_path, "--save-json", "--name", "onnx")))
+    assert abs(got.map - expected.map) < 1e-3 and abs(got.map50 - expected.map50) < 1e-3
+    pt_rows, onnx_rows = _results(tmp_path, "pt"), _results(tmp_path, "onnx")
+    assert len(pt_rows) == len(onnx_rows) > 10
+    boxes = [np.array(sorted(r["bbox"] + [r["score"]] for r in rows)) for rows in (pt_rows, onnx_rows)]
+    np.testing.assert_allclose(boxes[1], boxes[0], atol=1e-3)
+
+
+def test_val_fixed_size_onnx_runs_square_at_its_size(tmp_path, capsys):
+    spec = write_coco_dataset(tmp_path / "data")
+    weights = write_tiny_checkpoint(tmp_path)
+    assert export_main(["--weights", str(weights), "--img", "64", "--batch", "2", "--output",
+                        str(tmp_path / "fixed.onnx")]) == 0
+    assert val.main(_val_args(spec, tmp_path / "fixed.onnx", tmp_path, "--name", "onnx")) == 0
+    assert val.main(_val_args(spec, weights, tmp_path, "--square", "--name", "pt")) == 0
+    metrics = [json.loads((tmp_path / "runs" / n / "metrics.json").read_text()) for n in ("onnx", "pt")]
+    assert metrics[0]["args"]["square"] is True  # rect asked for, square used (and recorded)
+    assert metrics[0]["stats"] == pytest.approx(metrics[1]["stats"], abs=1e-3)
+    capsys.readouterr()
+    argv = _val_args(spec, tmp_path / "fixed.onnx", tmp_path)
+    argv[argv.index("--img") + 1] = "96"
+    assert val.main(argv) == 2
+    assert "exported for 64x64 inputs; pass --img 64" in capsys.readouterr().err
+
+
+def test_predict_onnx_gives_the_pt_detections(tmp_path):
+    write_coco_dataset(tmp_path / "data")
+    weights = write_tiny_checkpoint(tmp_path)
+    assert export_main(["--weights", str(weights), "--img", "64"]) == 0
+    common = ["--source", str(tmp_path / "data" / "images"), "--img", "64", "--conf", "0.05", "--device", "cpu",
+              "--project", str(tmp_path / "runs")]
+    assert predict.main(["--weights", str(tmp_path / "tiny.onnx"), "--name", "onnx", *common]) == 0
+    assert predict.main(["--weights", str(weights), "--square", "--name", "pt", *common]) == 0
+    for stem in ("img0", "img1", "img2"):
+        rows = [np.loadtxt(tmp_path / "runs" / n / "labels" / f"{stem}.txt", ndmin=2) for n in ("onnx", "pt")]
+        assert rows[0].shape == rows[1].shape
+        np.testing.assert_allclose(rows[0], rows[1], atol=2e-5)
+        record = json.loads((tmp_path / "runs" / "onnx" / "json" / f"{stem}.json").read_text())
+        assert {d["name"] for d in record["detections"]} <= {"red", "green", "blue"}
+    assert sum(len(np.loadtxt(p, ndmin=2)) for p in (tmp_path / "runs" / "pt" / "labels").glob("*.txt")) > 0
