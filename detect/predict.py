@@ -46,6 +46,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="input size (long side), as in detect.val")
     p.add_argument("--square", action="store_true", help="square img x img letterbox instead of the image's own "
                    "rect canvas (long side at --img-size, half a stride of border)")
+    p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=1,
+                   help="images per forward pass (images of one canvas shape are batched; video: 1 frame)")
     p.add_argument("--conf", type=float, default=0.25, help="confidence threshold (objectness * class)")
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold")
     p.add_argument("--max-det", type=int, default=300, help="detections per image at most")
@@ -53,8 +55,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--project", default="runs/predict", help="parent folder of the run folder")
     p.add_argument("--name", default="exp", help="run folder name (a number is appended when it exists)")
     args = p.parse_args(argv)
-    if args.img < 1 or args.max_det < 1:
-        p.error(f"--img-size and --max-det must be positive, got {args.img} and {args.max_det}")
+    if args.img < 1 or args.max_det < 1 or args.batch < 1:
+        p.error(f"--img-size, --batch-size and --max-det must be positive, got {args.img}, {args.batch} and "
+                f"{args.max_det}")
     if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
         p.error(f"--conf must be in [0, 1) and --iou in [0, 1], got {args.conf} and {args.iou}")
     return args
@@ -188,10 +191,20 @@ def run(args) -> Path:
     for sub in ("labels", "json"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
     detect_args = (args.img, ctx.device, args.conf, args.iou, args.max_det, args.square)
-    skipped = 0
+    settings = InferenceSettings(args.img, args.conf, args.iou, args.max_det, args.square, batch_size=args.batch)
+    skipped, images = 0, []
     for i, path in enumerate(files, 1):
+        label = f"{i}/{len(files)}"
+        if path.suffix.lower() not in VIDEO_SUFFIXES:
+            images.append((path, label))
+            if len(images) == args.batch or i == len(files):
+                skipped += predict_images(model, images, names, run_dir, settings, ctx.device)
+                images = []
+            continue
+        skipped += predict_images(model, images, names, run_dir, settings, ctx.device)
+        images = []
         try:
-            predict_file(model, path, names, run_dir, detect_args, f"{i}/{len(files)}")
+            predict_video(model, path, names, run_dir, detect_args, f"video {label}")
         except UnreadableSource as e:
             log.warning("skipped %s", e)
             skipped += 1
@@ -203,21 +216,24 @@ def run(args) -> Path:
     return run_dir
 
 
-def predict_file(model, path: Path, names, run_dir: Path, detect_args, label: str) -> None:
-    """Detect in one image or video file; `UnreadableSource` when it cannot be decoded."""
-    if path.suffix.lower() in VIDEO_SUFFIXES:
-        predict_video(model, path, names, run_dir, detect_args, f"video {label}")
-        return
+def predict_images(model, images: list[tuple[Path, str]], names, run_dir: Path, settings: InferenceSettings,
+                   device) -> int:
+    """Detect in image files (path, progress label) as one batch and save the results; returns how many were
+    skipped because they cannot be decoded (each named in one warning)."""
     tick = time.perf_counter()
-    try:
-        image = read_image(path)
-    except BadImage as e:
-        raise UnreadableSource(f"{path}: {e.detail}") from None
-    det = detect(model, image, *detect_args)
-    elapsed = (time.perf_counter() - tick) * 1000
-    write_image(run_dir / path.name, draw(image, det, names))
-    save_results(det, names, image.shape, path.stem, run_dir, str(path))
-    print(f"image {label} {path}: {summary(det, names)} ({elapsed:.1f} ms)")
+    readable = []
+    for path, label in images:
+        try:
+            readable.append((path, label, read_image(path)))
+        except BadImage as e:
+            log.warning("skipped %s", UnreadableSource(f"{path}: {e.detail}"))
+    found = detect_images(model, [image for _, _, image in readable], settings, device) if readable else []
+    elapsed = (time.perf_counter() - tick) * 1000 / max(len(readable), 1)
+    for (path, label, image), det in zip(readable, found):
+        write_image(run_dir / path.name, draw(image, det, names))
+        save_results(det, names, image.shape, path.stem, run_dir, str(path))
+        print(f"image {label} {path}: {summary(det, names)} ({elapsed:.1f} ms)")
+    return len(images) - len(readable)
 
 
 def predict_video(model, path: Path, names, run_dir: Path, detect_args, label: str) -> None:

@@ -10,6 +10,7 @@ from detect.bench import finetune as bench_finetune
 from detect.bench import model as bench_model
 from detect.bench import train as bench_train
 from detect.bench import val as bench_val
+from detect.export.cli import parse_args as export_args
 from detect.options import build_parser
 from detect.predict import parse_args as predict_args
 from detect.val import parse_args as val_args
@@ -37,12 +38,13 @@ def test_console_scripts_point_at_callables():
 TOOLS = {
     "train": (lambda argv: build_parser().parse_args(argv), [], "img_size", "batch_size"),
     "val": (val_args, ["--weights", "w.pt", "--data", "d.yaml"], "img", "batch"),
-    "predict": (predict_args, ["--weights", "w.pt", "--source", "x.jpg"], "img", None),
+    "predict": (predict_args, ["--weights", "w.pt", "--source", "x.jpg"], "img", "batch"),
     "bench data": (bench_data.parse_args, [], "img", "batch"),
     "bench val": (bench_val.parse_args, ["--cfg", "c", "--weights", "w", "--data", "d"], "img", "batch"),
     "bench model": (bench_model.parse_args, ["--cfg", "c"], "img", "batch_sizes"),
     "bench train": (bench_train.parse_args, ["--cfg", "c", "--data", "d"], "img", "batch"),
     "bench finetune": (bench_finetune.parse_args, ["--data", "d"], "img_size", "batch_size"),
+    "export": (export_args, ["--weights", "w.pt"], "img", "batch"),
 }
 
 

@@ -30,9 +30,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--format", default="onnx", choices=("onnx", "darknet"))
     p.add_argument("--output", help="output file (onnx) or path stem (darknet); default: beside --weights")
     p.add_argument("--names", help="class names file (one per line) for a .weights file, which has none")
-    p.add_argument("--img", type=int, nargs="+", default=[416], help="input size: one value, or h w")
+    p.add_argument("--img-size", "--img", dest="img", type=int, nargs="+", default=[416],
+                   help="input size: one value, or h w")
     shape = p.add_mutually_exclusive_group()
-    shape.add_argument("--batch", type=int, default=1, help="fixed batch size of the graph")
+    shape.add_argument("--batch-size", "--batch", dest="batch", type=int, default=1,
+                       help="fixed batch size of the graph")
     shape.add_argument("--dynamic", action="store_true", help="batch, height and width free at run time")
     p.add_argument("--half", action="store_true", help="fp16 graph (for GPU runtimes)")
     p.add_argument("--nms", action="store_true", help="NMS in the graph: outputs detections and their counts")
