@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import detect.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads; README "CPU inference")
 import cv2
 import numpy as np
 import torch
