@@ -131,7 +131,7 @@ def compare_backends(model: Darknet, args) -> None:
     base = next((n for n in ("opencv-darknet", "opencv-onnx-child", "opencv-onnx") if n in names), None)
     print(f"\nCPU backends, batch 1, {args.img}x{args.img}, {args.threads} threads each (torch.set_num_threads, "
           f"onnxruntime intra_op_num_threads, cv2.setNumThreads), {args.rounds} rounds interleaved; "
-          f"input: {args.image or 'noise'}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}")
+          f"input: {args.image or 'noise'}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY') or 'unset'}")
     print(f"{'backend':16s} {'median ms':>10s} {'p10':>8s} {'p90':>8s} {'vs ' + (base or '-'):>18s} "
           f"{'max|diff|':>10s}  what")
     for backend in backends:

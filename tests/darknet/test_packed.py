@@ -12,7 +12,7 @@ from detect.darknet.load import for_inference
 from detect.darknet.packed import FUSED_ACTIVATIONS, PackedConv, pack_convolutions, packing_available
 from tests.conftest import shared_path
 
-from .helpers import letterbox, randomize_weights
+from .helpers import letterbox, randomize_weights, relative_error
 from .test_oracle import YOLO_CFG
 
 pytestmark = pytest.mark.skipif(not packing_available(), reason="this torch build has no oneDNN")
@@ -89,3 +89,4 @@ def test_yolov3_tiny_packed_keeps_the_outputs_on_a_real_image(shared):
     boxes, scores = (actual - expected)[..., :4].abs(), (actual - expected)[..., 4:].abs()
     assert boxes.max().item() < 0.01  # input pixels, on boxes up to 416
     assert scores.max().item() < 1e-4
+    assert relative_error(actual, expected) < 1e-4  # as fusing alone (test_real_detections)
