@@ -82,3 +82,14 @@ def test_backend_comparison_runs_every_backend_on_a_small_cfg(tmp_path, capsys):
             diffs[fields[0]] = float(fields[5])
     assert set(diffs) == {"torch-unfused", "torch-fused", "torch-packed", "onnxruntime", "opencv-onnx"}
     assert diffs["torch-unfused"] == 0 and max(diffs.values()) < 1e-3
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
+    cfg = tmp_path / "small.cfg"
+    cfg.write_text(YOLO_CFG)
+    with pytest.raises(SystemExit):
+        bench_model.main(["--cfg", str(cfg), "--opencv-path", str(tmp_path / "missing")])
+    assert "--opencv-path" in capsys.readouterr().err
+    assert bench_model.main(["--cfg", str(cfg), "--img", "64", "--batch-sizes", "1", "--device", "cpu",
+                             "--cpu-iters", "1", "--rounds", "1", "--image", str(tmp_path / "none.jpg")]) == 2
+    assert "--image" in capsys.readouterr().err

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from detect.cli import run_command
 from detect.darknet import Darknet
 from detect.darknet.load import for_inference, load_model
 
@@ -41,7 +42,13 @@ def parse_args(argv):
     parser.add_argument("--image", help="an image for the comparison (letterboxed to --img; default: noise)")
     parser.add_argument("--opencv-path", help="folder holding an OpenCV 4.x cv2 package (e.g. pip install "
                         "--target DIR opencv-python-headless==4.*), run in a child process for its Darknet importer")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.opencv_path and not Path(args.opencv_path).is_dir():
+        parser.error(f"--opencv-path {args.opencv_path}: not a folder (pip install --target FOLDER "
+                     f"opencv-python-headless==4.* makes one)")
+    if args.threads < 1 or args.rounds < 0:
+        parser.error(f"--threads must be positive and --rounds not negative, got {args.threads} and {args.rounds}")
+    return args
 
 
 def count_gflops(model: Darknet, size: int) -> float:
@@ -108,9 +115,9 @@ def darknet_weights_for(model: Darknet, weights: str | None, workdir: Path) -> P
     return path
 
 
-def compare_backends(model: Darknet, args) -> None:
-    """CPU, batch 1: every backend interleaved; median, p10/p90, ratio to OpenCV DNN, max |diff| of the rows."""
-    x = comparison_input(args.image, args.img)
+def compare_backends(model: Darknet, x: torch.Tensor, args) -> None:
+    """CPU, batch 1, input `x`: every backend interleaved; median, p10/p90, ratio to OpenCV DNN, max |diff| of
+    the rows."""
     with tempfile.TemporaryDirectory(prefix="bench-model-") as tmp:
         workdir = Path(tmp)
         weights = darknet_weights_for(model, args.weights, workdir)
@@ -146,8 +153,12 @@ def compare_backends(model: Darknet, args) -> None:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    return run_command(parse_args, run, argv)
+
+
+def run(args) -> None:
     torch.set_num_threads(args.threads)
+    x = comparison_input(args.image, args.img)  # read first: a bad --image fails before any timing
     model = load_model(args.cfg, args.weights, img_size=args.img, exact=args.weights is not None).model.eval()
     params = sum(p.numel() for p in model.parameters())
     print(f"cfg {args.cfg}  input {args.img}x{args.img}  layers {len(model.layers)}  heads {len(model.heads)}")
@@ -165,5 +176,4 @@ def main(argv=None) -> int:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
           + (f", {torch.cuda.get_device_name()}" if any(d.type == "cuda" for d in devices) else ""))
     if args.rounds > 0 and torch.device("cpu") in devices:
-        compare_backends(model, args)
-    return 0
+        compare_backends(model, x, args)
