@@ -4,8 +4,8 @@ other processes on a shared machine falls on all of them alike; figures are medi
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 @dataclass(frozen=True)
