@@ -19,6 +19,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import detect.cpu_threads  # first: sets OMP_WAIT_POLICY before torch loads (README "CPU inference")
+
+# isort: split
 import cv2
 import numpy as np
 import torch

@@ -17,6 +17,7 @@ import os
 import sys
 from pathlib import Path
 
+import detect.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads; README "CPU inference")
 from detect import dist
 from detect.cli import run_command
 from detect.coco import STAT_NAMES, format_class_table, format_summary

@@ -3,6 +3,8 @@
 import importlib
 import sys
 
+import detect.cpu_threads  # noqa: F401  (before any benchmark imports torch: OMP_WAIT_POLICY as predict and val)
+
 BENCHMARKS = {
     "model": "parameters, GFLOPs and forward latency of a cfg",
     "data": "training-loader throughput and memory per worker",

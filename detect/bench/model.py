@@ -1,30 +1,56 @@
 """`python -m detect.bench model --cfg cfg/yolov3-tiny.cfg --img-size 416`: parameters, GFLOPs and forward latency
-(ms per image and images/s at each batch size) on the CPU and CUDA when present: unfused, fused, and on CUDA
-fused with bf16 autocast and channels_last. Figures, not pass/fail."""
+(ms per image and images/s at each batch size) on the CPU and CUDA when present: unfused, fused, and the path
+predict and val use (CPU: fused + oneDNN-packed; CUDA: fused, bf16 autocast, channels_last). Then, on the CPU at
+batch 1, every inference backend side by side (PyTorch, onnxruntime, OpenCV DNN; `--opencv-path` adds an OpenCV
+4.x with its Darknet importer): medians, p10/p90, the ratio to OpenCV DNN and the largest difference from the
+unfused model's rows. Modes and backends are interleaved round by round. Figures, not pass/fail."""
 
 from __future__ import annotations
 
 import argparse
-import time
+import copy
+import os
+import tempfile
+from pathlib import Path
 
+import cv2
+import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from detect.cli import run_command
 from detect.darknet import Darknet
+from detect.darknet.load import for_inference, load_model
+
+from .backends import build_backends, darknet_comparable
+from .timing import interleave, timed
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m detect.bench model", description=__doc__)
     parser.add_argument("--cfg", required=True, help="Darknet .cfg file")
+    parser.add_argument("--weights", help=".weights or .pt (default: the cfg's random initialisation)")
     parser.add_argument("--img-size", "--img", dest="img", type=int, default=416,
                         help="square input size (a multiple of the max stride)")
     parser.add_argument("--batch-size", "--batch-sizes", "--batch", dest="batch_sizes", type=int, nargs="+",
                         default=[1, 16], help="one or more batch sizes")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                         help="auto: the CPU, and CUDA when present")
-    parser.add_argument("--cpu-iters", type=int, default=3, help="timed iterations per CPU measurement")
-    parser.add_argument("--cuda-iters", type=int, default=30, help="timed iterations per CUDA measurement")
-    return parser.parse_args(argv)
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads of every backend")
+    parser.add_argument("--cpu-iters", type=int, default=5, help="timed rounds per CPU batch size")
+    parser.add_argument("--cuda-iters", type=int, default=30, help="timed rounds per CUDA batch size")
+    parser.add_argument("--rounds", type=int, default=30,
+                        help="timed rounds of the CPU backend comparison (0 skips it)")
+    parser.add_argument("--image", help="an image for the comparison (letterboxed to --img; default: noise)")
+    parser.add_argument("--opencv-path", help="folder holding an OpenCV 4.x cv2 package (e.g. pip install "
+                        "--target DIR opencv-python-headless==4.*), run in a child process for its Darknet importer")
+    args = parser.parse_args(argv)
+    if args.opencv_path and not Path(args.opencv_path).is_dir():
+        parser.error(f"--opencv-path {args.opencv_path}: not a folder (pip install --target FOLDER "
+                     f"opencv-python-headless==4.* makes one)")
+    if args.threads < 1 or args.rounds < 0:
+        parser.error(f"--threads must be positive and --rounds not negative, got {args.threads} and {args.rounds}")
+    return args
 
 
 def count_gflops(model: Darknet, size: int) -> float:
@@ -35,34 +61,107 @@ def count_gflops(model: Darknet, size: int) -> float:
     return counter.get_total_flops() / 1e9
 
 
-def time_forward(model, batch: int, size: int, device: torch.device, iters: int, amp_dtype=None,
-                 channels_last: bool = False) -> float:
-    """Milliseconds per image: warm-up passes, then the mean over `iters` passes (shorter for big CPU batches)."""
-    x = torch.rand(batch, 3, size, size, device=device)
-    if channels_last:
-        x = x.contiguous(memory_format=torch.channels_last)
+def mode_models(model: Darknet, device: torch.device) -> dict[str, tuple[torch.nn.Module, torch.dtype | None]]:
+    """name -> (model, autocast dtype) of each mode timed on `device`."""
+    unfused = copy.deepcopy(model).to(device)
+    fused = copy.deepcopy(model).fuse().to(device)
+    if device.type == "cpu":
+        return {"unfused": (unfused, None), "fused": (fused, None),
+                "fused-packed": (for_inference(copy.deepcopy(model), device), None)}
+    return {"unfused": (unfused, None), "fused": (fused, None),
+            "fused-bf16-nhwc": (for_inference(copy.deepcopy(model), device), torch.bfloat16)}
+
+
+def latency_table(model: Darknet, device: torch.device, args) -> dict[str, list]:
+    """Per mode, the median ms per image at each batch size; modes interleaved round by round."""
+    modes = mode_models(model, device)
+    rounds = args.cuda_iters if device.type == "cuda" else args.cpu_iters
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    if device.type == "cpu" and batch > 1:
-        iters = max(1, iters // 2)
-    autocast = torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None)
-    with torch.no_grad(), autocast:
-        for _ in range(3 if device.type == "cuda" else 1):  # cuDNN picks its kernels in the first passes
-            model(x)
-        sync()
-        start = time.perf_counter()
-        for _ in range(iters):
-            model(x)
-        sync()
-    return (time.perf_counter() - start) * 1000 / (iters * batch)
+    table = {name: [] for name in modes}
+    for batch in args.batch_sizes:
+        x = torch.rand(batch, 3, args.img, args.img, device=device)
+        runners = {}
+        for name, (candidate, dtype) in modes.items():
+            def forward(candidate=candidate, dtype=dtype, x=x):
+                with torch.inference_mode(), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                    candidate(x.contiguous(memory_format=torch.channels_last) if dtype else x)
+                sync()
+            runners[name] = timed(forward)
+        timings = interleave(runners, max(1, rounds if batch == 1 else rounds // 2))
+        for name, timing in timings.items():
+            table[name].append(timing.median / batch)
+    return table
 
 
-# (name, fuse BatchNorm, autocast dtype, channels_last); the last one is CUDA only
-MODES = (("unfused", False, None, False), ("fused", True, None, False), ("fused-bf16-nhwc", True, torch.bfloat16, True))
+def comparison_input(image: str | None, size: int) -> torch.Tensor:
+    """[1, 3, size, size] float in [0, 1], RGB: the image letterboxed onto a grey square, or seeded noise."""
+    if image is None:
+        return torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(0))
+    bgr = cv2.imread(image)
+    if bgr is None:
+        raise FileNotFoundError(f"--image {image}: not an image OpenCV can read")
+    scale = size / max(bgr.shape[:2])
+    resized = cv2.resize(bgr, (round(bgr.shape[1] * scale), round(bgr.shape[0] * scale)))
+    canvas = np.full((size, size, 3), 114, np.uint8)
+    top, left = (size - resized.shape[0]) // 2, (size - resized.shape[1]) // 2
+    canvas[top:top + resized.shape[0], left:left + resized.shape[1]] = resized
+    return torch.from_numpy(np.ascontiguousarray(canvas[:, :, ::-1].transpose(2, 0, 1)))[None].float() / 255
+
+
+def darknet_weights_for(model: Darknet, weights: str | None, workdir: Path) -> Path:
+    """A .weights file of `model` for OpenCV's Darknet importer: the one given, or the model's own written out."""
+    if weights and Path(weights).suffix == ".weights":
+        return Path(weights)
+    path = workdir / "model.weights"
+    model.save_darknet_weights(path)
+    return path
+
+
+def compare_backends(model: Darknet, x: torch.Tensor, args) -> None:
+    """CPU, batch 1, input `x`: every backend interleaved; median, p10/p90, ratio to OpenCV DNN, max |diff| of
+    the rows."""
+    with tempfile.TemporaryDirectory(prefix="bench-model-") as tmp:
+        workdir = Path(tmp)
+        weights = darknet_weights_for(model, args.weights, workdir)
+        backends, problems = build_backends(model, x, args.threads, workdir, weights, args.opencv_path)
+        try:
+            with torch.inference_mode():
+                reference = model(x).numpy()
+            diffs = {}
+            for backend in backends:
+                backend.run()
+                expected = darknet_comparable(reference) if backend.name == "opencv-darknet" else reference
+                diffs[backend.name] = float(np.abs(backend.output() - expected).max())
+            timings = interleave({b.name: b.run for b in backends}, args.rounds)
+        finally:
+            for backend in backends:
+                backend.close()
+    names = [b.name for b in backends]
+    base = next((n for n in ("opencv-darknet", "opencv-onnx-child", "opencv-onnx") if n in names), None)
+    print(f"\nCPU backends, batch 1, {args.img}x{args.img}, {args.threads} threads each (torch.set_num_threads, "
+          f"onnxruntime intra_op_num_threads, cv2.setNumThreads), {args.rounds} rounds interleaved; "
+          f"input: {args.image or 'noise'}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY') or 'unset'}")
+    print(f"{'backend':16s} {'median ms':>10s} {'p10':>8s} {'p90':>8s} {'vs ' + (base or '-'):>18s} "
+          f"{'max|diff|':>10s}  what")
+    for backend in backends:
+        t = timings[backend.name]
+        ratio = f"{t.median / timings[base].median:.2f}x" if base else "-"
+        print(f"{backend.name:16s} {t.median:10.2f} {t.p10:8.2f} {t.p90:8.2f} {ratio:>18s} "
+              f"{diffs[backend.name]:10.2e}  {backend.note}")
+    print("max|diff|: largest absolute difference from the unfused PyTorch model's [N, P, 5+K] rows (boxes in "
+          "input pixels); opencv-darknet's class columns are objectness x class, zeroed below 0.2, as it gives them")
+    for line in problems:
+        print(line)
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    model = Darknet(args.cfg, img_size=args.img).eval()
+    return run_command(parse_args, run, argv)
+
+
+def run(args) -> None:
+    torch.set_num_threads(args.threads)
+    x = comparison_input(args.image, args.img)  # read first: a bad --image fails before any timing
+    model = load_model(args.cfg, args.weights, img_size=args.img, exact=args.weights is not None).model.eval()
     params = sum(p.numel() for p in model.parameters())
     print(f"cfg {args.cfg}  input {args.img}x{args.img}  layers {len(model.layers)}  heads {len(model.heads)}")
     print(f"parameters {params:,}  (.weights floats {model.darknet_float_count():,})")
@@ -71,23 +170,12 @@ def main(argv=None) -> int:
     if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()):
         devices.append(torch.device("cuda"))
     print(f"{'device':8s} {'mode':16s} " + " ".join(f"{'batch ' + str(b) + ' ms/img (img/s)':>30s}"
-                                                      for b in args.batch_sizes))
+                                                      for b in args.batch_sizes) + "   (medians, modes interleaved)")
     for device in devices:
-        iters = args.cuda_iters if device.type == "cuda" else args.cpu_iters
-        for mode, fuse, amp_dtype, channels_last in MODES:
-            if amp_dtype is not None and device.type != "cuda":
-                continue
-            candidate = Darknet(model.cfg_text, img_size=args.img).eval()
-            candidate.load_state_dict(model.state_dict())
-            if fuse:
-                candidate.fuse()
-            candidate.to(device)
-            if channels_last:
-                candidate.to(memory_format=torch.channels_last)
-            times = [time_forward(candidate, b, args.img, device, iters, amp_dtype, channels_last)
-                     for b in args.batch_sizes]
+        for mode, times in latency_table(model, device, args).items():
             print(f"{device.type:8s} {mode:16s} " + " ".join(f"{t:18.3f} ({1000 / t:8.1f})" for t in times),
                   flush=True)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
           + (f", {torch.cuda.get_device_name()}" if any(d.type == "cuda" for d in devices) else ""))
-    return 0
+    if args.rounds > 0 and torch.device("cpu") in devices:
+        compare_backends(model, x, args)

@@ -18,6 +18,7 @@ import torch
 from detect.checkpoint import checkpoint_state_dict, is_torch_checkpoint, load_checkpoint
 
 from .model import Darknet
+from .packed import pack_convolutions
 from .weights import load_weights
 
 log = logging.getLogger(__name__)
@@ -80,9 +81,13 @@ def uses_channels_last(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
-def for_inference(model: Darknet, device: torch.device) -> Darknet:
-    """Fused, in eval mode, on `device`, in the memory layout `uses_channels_last` picks."""
+def for_inference(model: Darknet, device: torch.device, pack: bool = True) -> Darknet:
+    """Fused, in eval mode, on `device`, in the memory layout `uses_channels_last` picks. On the CPU the
+    convolutions are also packed for oneDNN (`detect.darknet.packed`; NHWC activations) unless `pack=False`:
+    the model can then run inference only, on the CPU."""
     model = model.fuse().eval().to(device)
     if uses_channels_last(device):
         model.to(memory_format=torch.channels_last)
+    if pack and device.type == "cpu":
+        pack_convolutions(model)
     return model

@@ -35,7 +35,7 @@ def test_model_bench_prints_parameters_gflops_and_latency(tmp_path, capsys):
     cfg = tmp_path / "small.cfg"
     cfg.write_text(YOLO_CFG)
     assert bench_model.main(["--cfg", str(cfg), "--img", "64", "--batch-sizes", "1", "2",
-                             "--device", "cpu", "--cpu-iters", "1"]) == 0
+                             "--device", "cpu", "--cpu-iters", "1", "--rounds", "0"]) == 0
     out = capsys.readouterr().out
     assert "parameters 1,962" in out  # 8·27 + 2·8 (BN), 21·8 + 21, 16·72 + 2·16, 21·16 + 21
     gflops = float(out.split("GFLOPs ")[1].split()[0])

@@ -1,0 +1,185 @@
+"""The CPU inference backends `python -m detect.bench model` times side by side on one input: the PyTorch model
+(unfused, fused, and the packed path predict and val use), onnxruntime and OpenCV's DNN module on an ONNX export,
+and OpenCV's Darknet importer in a child process (OpenCV 4.x from `--opencv-path`; 5.x dropped the importer).
+
+Every backend yields the model's [N, P, 5+K] rows, so each one's result is compared with the unfused model's."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from detect.darknet import Darknet
+from detect.darknet.load import for_inference
+
+from .onnx_model import export_onnx_bytes
+from .timing import timed
+
+DARKNET_CLASS_THRESHOLD = 0.2  # OpenCV's Darknet [yolo] layer zeroes objectness x class below this
+
+
+@dataclass
+class Backend:
+    name: str
+    run: Callable[[], float]  # one forward pass; returns its milliseconds
+    output: Callable[[], np.ndarray]  # [N, P, 5+K] rows in the model's layout and columns
+    note: str = ""
+    close: Callable[[], None] = field(default=lambda: None)
+
+
+def torch_backends(model: Darknet, x: torch.Tensor) -> list[Backend]:
+    """The model as loaded (unfused), fused with plain NCHW convolutions, and `for_inference` (fused, packed)."""
+    fused = copy.deepcopy(model).fuse().eval()
+    packed = for_inference(copy.deepcopy(model), torch.device("cpu"))
+    backends = []
+    for name, candidate, note in (("torch-unfused", model, "nn.Conv2d + BatchNorm2d"),
+                                  ("torch-fused", fused, "BatchNorm folded, NCHW, plain nn.Conv2d"),
+                                  ("torch-packed", packed, "for_inference: fused, oneDNN-packed, NHWC (default)")):
+        def forward(candidate=candidate):
+            with torch.inference_mode():
+                return candidate(x)
+        backends.append(Backend(name, timed(forward), lambda forward=forward: forward().numpy(), note))
+    return backends
+
+
+def onnxruntime_backend(onnx_bytes: bytes, x: np.ndarray, threads: int) -> Backend:
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(onnx_bytes, options, providers=["CPUExecutionProvider"])
+
+    def forward():
+        return session.run(None, {"images": x})[0]
+    return Backend("onnxruntime", timed(forward), forward, f"onnxruntime {onnxruntime.__version__}, ONNX export")
+
+
+def opencv_onnx_backend(onnx_path: Path, x: np.ndarray, threads: int) -> Backend:
+    """OpenCV's DNN module as installed (cv2 5.x here), in this process."""
+    import cv2
+
+    cv2.setNumThreads(threads)
+    net = cv2.dnn.readNetFromONNX(str(onnx_path))
+
+    def forward():
+        net.setInput(x)
+        return net.forward()
+    return Backend("opencv-onnx", timed(forward), forward, f"cv2 {cv2.__version__} readNetFromONNX, in process")
+
+
+class OpenCVWorker:
+    """detect.bench.opencv_worker in a child process whose cv2 comes from `opencv_path` first."""
+
+    def __init__(self, opencv_path: str, input_path: Path, threads: int, fmt: str, files: list[str]):
+        project_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([opencv_path, project_root]))
+        command = [sys.executable, "-m", "detect.bench.opencv_worker", "--input", str(input_path),
+                   "--threads", str(threads), fmt, *files]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        reply = self._read()
+        if not reply.startswith("ready "):
+            self.close()
+            raise RuntimeError(reply.removeprefix("error ") or "the OpenCV worker exited without a reply")
+        self.version = reply.split()[1]
+
+    def _read(self) -> str:
+        return self.process.stdout.readline().strip()
+
+    def ask(self, line: str) -> str:
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        reply = self._read()
+        if not reply or reply.startswith("error"):
+            raise RuntimeError(f"OpenCV worker: {reply or 'exited'}")
+        return reply
+
+    def run(self) -> float:
+        return float(self.ask("run"))
+
+    def outputs(self, path: Path) -> list[np.ndarray]:
+        self.ask(f"save {path}")
+        with np.load(path) as saved:
+            return [saved[f"arr_{i}"] for i in range(len(saved.files))]
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait(timeout=30)
+
+
+def darknet_rows(outputs: list[np.ndarray], model: Darknet, height: int, width: int) -> np.ndarray:
+    """OpenCV's Darknet [yolo] outputs (per head: rows y, x, anchor; boxes relative to the input; class columns
+    objectness x class, zeroed below 0.2) in the model's layout; class columns left as OpenCV gives them."""
+    rows = []
+    for head, out in zip(model.heads, outputs):
+        grid_h, grid_w = height // round(head.stride[0]), width // round(head.stride[1])
+        out = out.reshape(grid_h, grid_w, head.num_anchors, -1).transpose(2, 0, 1, 3).reshape(-1, out.shape[-1])
+        rows.append(out * np.array([width, height, width, height] + [1] * (out.shape[1] - 4), np.float32))
+    return np.concatenate(rows)[None]
+
+
+def darknet_comparable(rows: np.ndarray) -> np.ndarray:
+    """The model's rows with class columns as OpenCV's Darknet importer gives them (see `darknet_rows`)."""
+    scores = rows[..., 5:] * rows[..., 4:5]
+    return np.concatenate([rows[..., :5], np.where(scores > DARKNET_CLASS_THRESHOLD, scores, 0)], -1)
+
+
+def worker_backend(name: str, worker: OpenCVWorker, workdir: Path, convert=None) -> Backend:
+    def output():
+        outs = worker.outputs(workdir / f"{name}.npz")
+        return convert(outs) if convert else outs[0]
+    return Backend(name, worker.run, output, f"cv2 {worker.version} in a child process", worker.close)
+
+
+def opencv_worker_backends(opencv_path: str, model: Darknet, weights: Path, onnx_path: Path, x: np.ndarray,
+                           threads: int, workdir: Path) -> tuple[list[Backend], list[str]]:
+    """OpenCV from `opencv_path`: the Darknet importer on (cfg, weights) and the ONNX importer; the second list
+    holds a line for each that could not start."""
+    input_path = workdir / "input.npy"
+    np.save(input_path, x)
+    cfg_path = workdir / "model.cfg"
+    cfg_path.write_text(model.cfg_text)
+    height, width = x.shape[2:]
+    backends, problems = [], []
+    for name, fmt, files, convert in (
+            ("opencv-darknet", "darknet", [str(cfg_path), str(weights)],
+             lambda outs: darknet_rows(outs, model, height, width)),
+            ("opencv-onnx-child", "onnx", [str(onnx_path)], None)):
+        try:
+            worker = OpenCVWorker(opencv_path, input_path, threads, fmt, files)
+        except (RuntimeError, OSError) as error:
+            problems.append(f"{name}: not run ({error})")
+            continue
+        backends.append(worker_backend(name, worker, workdir, convert))
+    return backends, problems
+
+
+def build_backends(model: Darknet, x: torch.Tensor, threads: int, workdir: Path, weights: Path,
+                   opencv_path: str | None) -> tuple[list[Backend], list[str]]:
+    """Every backend that can run here on input `x` [1, 3, H, W]; lines saying why the others did not."""
+    backends = torch_backends(model, x)
+    problems = []
+    blob = x.numpy()
+    onnx_bytes = export_onnx_bytes(copy.deepcopy(model).fuse().eval(), *x.shape[:1], *x.shape[2:])
+    onnx_path = workdir / "model.onnx"
+    onnx_path.write_bytes(onnx_bytes)
+    for name, make in (("onnxruntime", lambda: onnxruntime_backend(onnx_bytes, blob, threads)),
+                       ("opencv-onnx", lambda: opencv_onnx_backend(onnx_path, blob, threads))):
+        try:
+            backends.append(make())
+        except Exception as error:  # noqa: BLE001 - a runtime that cannot load the model is reported, not fatal
+            problems.append(f"{name}: not run ({type(error).__name__}: {error})")
+    if opencv_path:
+        extra, lines = opencv_worker_backends(opencv_path, model, weights, onnx_path, blob, threads, workdir)
+        backends += extra
+        problems += lines
+    return backends, problems

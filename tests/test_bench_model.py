@@ -1,0 +1,95 @@
+"""The model benchmark's side-by-side timing, its OpenCV child process and its backend comparison (figures are
+not checked, only that every backend runs and gives the model's rows)."""
+
+import numpy as np
+import pytest
+import torch
+
+from detect import Darknet
+from detect.bench import model as bench_model
+from detect.bench.backends import OpenCVWorker, darknet_rows
+from detect.bench.onnx_model import export_onnx_bytes
+from detect.bench.timing import interleave, percentile, summarize
+from tests.darknet.helpers import randomize_weights
+from tests.darknet.test_oracle import YOLO_CFG
+
+
+def test_percentiles_and_summary():
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 0.5) == 3.0
+    assert percentile([10.0, 20.0], 0.1) == pytest.approx(11.0)
+    timing = summarize([5.0, 1.0, 4.0, 2.0, 3.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0])
+    assert (timing.median, timing.p10, timing.p90, timing.runs) == (6.0, 2.0, 10.0, 11)
+
+
+def test_interleave_alternates_backends_and_skips_warmup():
+    calls = []
+    runners = {name: (lambda name=name: calls.append(name) or float(len(calls))) for name in "ab"}
+    timings = interleave(runners, rounds=3, warmup=1)
+    assert calls == ["a", "b"] * 4
+    assert timings["a"].median == 5.0 and timings["b"].runs == 3  # a's counted passes returned 3, 5, 7
+
+
+def test_darknet_rows_reorders_opencv_outputs_into_the_model_layout():
+    model = Darknet(YOLO_CFG).eval()  # 48x64 input; heads of 3 anchors on 24x32 and 12x16 grids, 2 classes
+    rows = torch.rand(1, 3 * 24 * 32 + 3 * 12 * 16, 7).numpy()
+    outputs, start = [], 0
+    for grid_h, grid_w in ((24, 32), (12, 16)):
+        head = rows[0, start:start + 3 * grid_h * grid_w].reshape(3, grid_h, grid_w, 7).transpose(1, 2, 0, 3)
+        head = head.reshape(-1, 7) / np.array([64, 48, 64, 48, 1, 1, 1], np.float32)  # OpenCV: y, x, anchor
+        outputs.append(head)
+        start += 3 * grid_h * grid_w
+    assert np.abs(darknet_rows(outputs, model, 48, 64) - rows).max() < 1e-5
+
+
+def _onnx_file(tmp_path):
+    model = Darknet(YOLO_CFG).eval()
+    randomize_weights(model)
+    path = tmp_path / "small.onnx"
+    path.write_bytes(export_onnx_bytes(model.fuse(), 1, 48, 64))
+    x = torch.rand(1, 3, 48, 64)
+    np.save(tmp_path / "x.npy", x.numpy())
+    with torch.no_grad():
+        return path, model(x).numpy()
+
+
+def test_opencv_worker_runs_an_onnx_model_and_reports_a_missing_importer(tmp_path):
+    onnx_path, expected = _onnx_file(tmp_path)
+    worker = OpenCVWorker(str(tmp_path / "no-opencv-here"), tmp_path / "x.npy", 2, "onnx", [str(onnx_path)])
+    try:
+        assert worker.run() > 0
+        (rows,) = worker.outputs(tmp_path / "out.npz")
+    finally:
+        worker.close()
+    assert rows.shape == expected.shape and np.abs(rows - expected).max() < 1e-4
+    import cv2
+
+    if not hasattr(cv2.dnn, "readNetFromDarknet"):
+        with pytest.raises(RuntimeError, match="has no Darknet importer"):
+            OpenCVWorker(str(tmp_path), tmp_path / "x.npy", 2, "darknet", ["a.cfg", "a.weights"])
+
+
+def test_backend_comparison_runs_every_backend_on_a_small_cfg(tmp_path, capsys):
+    cfg = tmp_path / "small.cfg"
+    cfg.write_text(YOLO_CFG.replace("width=64", "width=48"))
+    assert bench_model.main(["--cfg", str(cfg), "--img", "48", "--batch-sizes", "1", "--device", "cpu",
+                             "--cpu-iters", "1", "--rounds", "2", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "1 threads each" in out and "cpu      fused-packed" in out
+    diffs = {}
+    for line in out.splitlines():
+        fields = line.split()
+        if fields and fields[0] in ("torch-unfused", "torch-fused", "torch-packed", "onnxruntime", "opencv-onnx"):
+            diffs[fields[0]] = float(fields[5])
+    assert set(diffs) == {"torch-unfused", "torch-fused", "torch-packed", "onnxruntime", "opencv-onnx"}
+    assert diffs["torch-unfused"] == 0 and max(diffs.values()) < 1e-3
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
+    cfg = tmp_path / "small.cfg"
+    cfg.write_text(YOLO_CFG)
+    with pytest.raises(SystemExit):
+        bench_model.main(["--cfg", str(cfg), "--opencv-path", str(tmp_path / "missing")])
+    assert "--opencv-path" in capsys.readouterr().err
+    assert bench_model.main(["--cfg", str(cfg), "--img", "64", "--batch-sizes", "1", "--device", "cpu",
+                             "--cpu-iters", "1", "--rounds", "1", "--image", str(tmp_path / "none.jpg")]) == 2
+    assert "--image" in capsys.readouterr().err
