@@ -1,21 +1,20 @@
-"""The benchmark's ONNX copy of a model: a fixed-size export in memory, for onnxruntime and OpenCV's ONNX importer.
-Kept apart and small on purpose: detect.export is the project's exporter, and this helper can call it instead."""
+"""The benchmark's ONNX copy of a model: the file `detect.export` writes (fixed size, no NMS), as bytes for
+onnxruntime and OpenCV's ONNX importer, so the bench times the graph users deploy."""
 
 from __future__ import annotations
 
-import io
-import warnings
+import tempfile
+from pathlib import Path
 
 import torch
 
+from detect.export.onnx_export import OnnxExportOptions, export_onnx
+
 
 def export_onnx_bytes(model: torch.nn.Module, batch: int, height: int, width: int) -> bytes:
-    """`model` (an eval-mode Darknet, fused or not, with plain convolutions) as ONNX opset 17 bytes: input `images`
-    [batch, 3, height, width], output `detections` [batch, P, 5+K]."""
-    buffer = io.BytesIO()
-    example = torch.zeros(batch, 3, height, width)
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation and tracer notes
-        torch.onnx.export(model, (example,), buffer, dynamo=False, opset_version=17, input_names=["images"],
-                          output_names=["detections"])
-    return buffer.getvalue()
+    """`model` (an eval-mode Darknet, fused or not, with plain convolutions) as detect.export's ONNX bytes: input
+    [batch, 3, height, width], output [batch, P, 5+K]."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.onnx"
+        export_onnx(model, path, OnnxExportOptions(img_size=(height, width), batch=batch))
+        return path.read_bytes()
