@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from detect.data.records import BadInputReport, ImageRecord
-from detect.dist import rank0_first
+from detect.dist import node_leaders_first
 from detect.files import atomic_write
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ def log_summary(labels: SplitLabels, what: str, log_file: Path, built: bool) -> 
 def cached_labels(cache_file: Path, key_fn: Callable[[], str], build_fn: Callable[[], SplitLabels],
                   what: str) -> SplitLabels:
     """Load the split's labels from `cache_file`, or build and save them; rank 0 first, the others read."""
-    with rank0_first():
+    with node_leaders_first():
         key = key_fn()
         labels, why = load_labels(cache_file, key)
         if labels is None:
