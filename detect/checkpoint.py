@@ -67,14 +67,19 @@ def copy_atomic(src: str | Path, dst: str | Path) -> None:
 
 
 class _Crc32Writer:
-    """A binary file that keeps the CRC-32 of everything written through it."""
+    """A binary file that keeps the CRC-32 of everything written through it, and the OSError a write raised:
+    torch.save reports a failed write (a full disk) as a RuntimeError ("unexpected pos ..."), which hides it."""
 
     def __init__(self, f):
-        self.f, self.crc = f, 0
+        self.f, self.crc, self.error = f, 0, None
 
     def write(self, data) -> int:
         self.crc = zlib.crc32(data, self.crc)
-        return self.f.write(data)
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
 
     def flush(self) -> None:
         self.f.flush()
@@ -135,7 +140,12 @@ def save_checkpoint(state: dict, path: str | Path, keep_previous: bool = True) -
 
     def write(f):
         writer.append(_Crc32Writer(f))
-        torch.save(state, writer[0])
+        try:
+            torch.save(state, writer[0])
+        except RuntimeError:
+            if writer[0].error is not None:
+                raise writer[0].error from None
+            raise
 
     def put_in_place(tmp: Path):
         verify_written(tmp, writer[0].crc, state)
