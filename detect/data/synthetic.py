@@ -168,7 +168,8 @@ def generate(folder: Path, cfg: SyntheticConfig) -> None:
 
 
 def ensure_synthetic(cfg: SyntheticConfig, folder: Path) -> Path:
-    """The dataset folder, generated on rank 0 first when missing or incomplete."""
+    """The dataset folder, generated on rank 0 first (then on each other node that lacks it) when missing or
+    incomplete."""
     with node_leaders_first():
         if not (folder / DONE_MARKER).exists():
             generate(folder, cfg)
