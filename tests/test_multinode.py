@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from detect.data.loader import resolve_spec
+from detect.liveness import Beacon, is_peer_failure
+from detect.options import parse_options
 from tests.nodes import (
     c10d_rdzv,
     free_port,
@@ -21,7 +23,7 @@ from tests.nodes import (
 )
 from tests.test_train_dist import tiny_options
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not torch.distributed.is_available(), reason="no torch.distributed")]
+pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="no torch.distributed")
 
 
 def train_args(tmp, name: str, epochs: int, node: str = "", workers: int = 0) -> list[str]:
@@ -30,6 +32,49 @@ def train_args(tmp, name: str, epochs: int, node: str = "", workers: int = 0) ->
     return ["--data", o.data, "--hyp", o.hyp, "--img-size", "64", "--batch-size", "4", "--nbs", "8", "--epochs",
             str(epochs), "--workers", str(workers), "--device", "cpu", "--name", name, "--exist-ok",
             "--project", str(tmp / f"{node}runs"), "--cache-dir", str(tmp / f"{node}cache")]
+
+
+class DictStore:
+    """The three calls of a c10d store the beacon makes, in memory (thread-safe enough for dict operations)."""
+
+    def __init__(self):
+        self.data = {}
+
+    def set(self, key, value):
+        self.data[key] = value.encode()
+
+    def get(self, key):
+        return self.data[key]
+
+    def check(self, keys):
+        return all(k in self.data for k in keys)
+
+
+def test_beacon_tells_a_hung_rank_from_a_lost_one():
+    store = DictStore()
+    me, hung, lost = (Beacon(store, r, 3, node_rank=r) for r in range(3))
+    lost.close()  # its heartbeat stops, as when the process or its node dies
+    hung.post(7, "micro-batch 2, before the loss agreement")  # alive, but behind
+    me.post(9, "micro-batch 3, before its forward")
+    try:
+        text = me.explain()
+    finally:
+        me.close()
+        hung.close()
+    behind, gone = text.split("; ")  # one line per failing rank, in rank order
+    assert behind.startswith("rank 1 (node 1, host ") and behind.endswith(
+        "is alive but did not arrive: it is at micro-batch 2, before the loss agreement, rank 0 waited at "
+        "micro-batch 3, before its forward (a hang on that rank)")
+    assert gone.startswith("rank 2 (node 2, host ") and gone.endswith(
+        "is gone: its heartbeat stopped (process killed or node lost)")
+    assert is_peer_failure(RuntimeError("[gloo/transport/tcp/pair.cc:561] Connection closed by peer [127.0.0.1]:1"))
+    assert not is_peer_failure(ValueError("--img-size must be a multiple of 32"))
+
+
+def test_dist_timeout_flag():
+    assert parse_options(["--dist-timeout", "30"]).dist_timeout == 30.0
+    with pytest.raises(ValueError, match="--dist-timeout must be a positive number of seconds, got 0"):
+        parse_options(["--dist-timeout", "0"])
 
 
 @pytest.fixture
@@ -44,6 +89,7 @@ def _finish(procs, logs, timeout=240):
         assert proc.wait(timeout=timeout) == 0, log.read_text()[-3000:]
 
 
+@pytest.mark.slow
 def test_two_nodes_equal_one_node(tmp_path, launches):
     """The same job on one node with 2 processes, on 2 nodes (static rendezvous) and on 2 nodes (c10d), run side by
     side: identical losses, metrics and weights; the val split is evaluated once across the nodes; node 1 writes
@@ -93,6 +139,7 @@ def _kill_node1_in_epoch_2(tmp_path, launches, rdzv, epochs):
     return args, env, logs, run_dir
 
 
+@pytest.mark.slow
 def test_lost_node_stops_a_fixed_group_naming_it(tmp_path, launches):
     port = free_port()
     _, _, logs, run_dir = _kill_node1_in_epoch_2(tmp_path, launches, lambda node: static_rdzv(2, node, port), 4)
@@ -103,6 +150,7 @@ def test_lost_node_stops_a_fixed_group_naming_it(tmp_path, launches):
     assert torch.load(run_dir / "last.pt", weights_only=True)["epoch"] == 1  # epoch 1's, intact
 
 
+@pytest.mark.slow
 def test_elastic_group_goes_on_without_a_lost_node_and_takes_it_back(tmp_path, launches):
     """torchrun --nnodes 1:2 --max-restarts 3: torchrun restarts the survivor's workers in a group of one; the
     project resumes them from last.pt (any rank restarted: global rank 0 reads the checkpoint and hands it out)
@@ -125,6 +173,7 @@ def test_elastic_group_goes_on_without_a_lost_node_and_takes_it_back(tmp_path, l
     assert final["epoch"] == 8 and len(final["rng"]) == 2
 
 
+@pytest.mark.slow
 def test_a_hanging_rank_ends_the_group_after_the_timeout_named(tmp_path, launches):
     """Rank 1 sleeps 12 s before micro-batch 3 (alive, not crashed); --dist-timeout 3 ends the group."""
     log = tmp_path / "hang.log"
