@@ -121,7 +121,7 @@ def explain_failure(ctx: DistContext | None, exc: BaseException) -> str | None:
         return None
     if ctx.beacon is None:
         return "a rank did not arrive at a collective (hung, crashed or its node lost); see the other ranks' logs"
-    return ctx.beacon.explain() or "every rank is alive and has arrived: a collective failed in the network"
+    return ctx.beacon.explain() or None  # every rank alive and arrived: nothing to add to the error itself
 
 
 def destroy(ctx: DistContext | None = None) -> None:

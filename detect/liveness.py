@@ -4,7 +4,8 @@ A collective that times out (a rank hangs) or whose peer's connection drops (a r
 raises on the ranks that did arrive, but gloo's message names an address, not a rank. Each rank therefore keeps
 two keys in the group's store (the TCPStore every rank already talks to):
 - `alive/<rank>`: a counter a daemon thread bumps every `HEARTBEAT_S`; it stops moving when the process dies.
-- `at/<rank>`: the position the training loop posts before each collective it enters (`Beacon.post`).
+- `at/<rank>`: the position the training loop reached before the last collective it entered (`Beacon.post`
+  records it; the same thread writes it, so the training step itself makes no network round trip).
 `Beacon.explain()` reads both after a failure: a counter that no longer moves is a lost process (or node), a
 live rank whose position is behind is one that hangs. Counters, not clock times: nodes' clocks may differ.
 This module does not import torch.distributed; `detect.dist` hands it the store.
@@ -27,11 +28,14 @@ PREFIX = "detect/beacon"
 
 
 class Beacon:
-    """This rank's heartbeat and progress in `store`; `explain()` names the ranks that failed the group."""
+    """This rank's heartbeat and progress in `store`; `explain()` names the ranks that failed the group.
+    The thread writes both (about a second apart): `post` only records the position, so the training step makes
+    no network round trip for it."""
 
     def __init__(self, store, rank: int, world_size: int, node_rank: int):
         self.store, self.rank, self.world_size = store, rank, world_size
-        self.position, self.label = 0, "start"
+        self.at: tuple[int, str] = (0, "start")  # (position, what it is); replaced whole, read by the thread
+        self._sent: tuple[int, str] | None = None
         self._beats = 0
         self._stop = threading.Event()
         store.set(self._key("node", rank), f"node {node_rank}, host {socket.gethostname()}, pid {os.getpid()}")
@@ -45,6 +49,10 @@ class Beacon:
     def _beat(self) -> None:
         self._beats += 1
         self.store.set(self._key("alive", self.rank), str(self._beats))
+        at = self.at
+        if at != self._sent:
+            self.store.set(self._key("at", self.rank), f"{at[0]} {at[1]}")
+            self._sent = at
 
     def _run(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):
@@ -55,11 +63,7 @@ class Beacon:
 
     def post(self, position: int, label: str) -> None:
         """Record that this rank reached `position` (increasing; `label` says what it is, for the message)."""
-        self.position, self.label = position, label
-        try:
-            self.store.set(self._key("at", self.rank), f"{position} {label}")
-        except Exception:
-            pass  # the failure shows at the next collective, which explains it
+        self.at = (position, label)
 
     def close(self) -> None:
         self._stop.set()
@@ -89,9 +93,9 @@ class Beacon:
                 lines.append(f"{where} is gone: its heartbeat stopped (process killed or node lost)")
                 continue
             position, _, label = (at or "-1 nothing yet").partition(" ")
-            if int(position) < self.position:
+            if int(position) < self.at[0]:
                 lines.append(f"{where} is alive but did not arrive: it is at {label}, rank {self.rank} waited at "
-                             f"{self.label} (a hang on that rank)")
+                             f"{self.at[1]} (a hang on that rank)")
         return "; ".join(lines)
 
 
