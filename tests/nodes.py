@@ -46,9 +46,8 @@ def launch_node(rdzv: list[str], train_args: list[str], log: Path, nproc: int = 
     cmd = [sys.executable, "-m", "torch.distributed.run", *rdzv, f"--nproc_per_node={nproc}", script, *train_args]
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT),
                 "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", **(env or {})}
-    out = open(log, "w")
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=full_env,
-                            start_new_session=True)
+    with open(log, "w") as out:  # the launch has its own copy of the descriptor
+        return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=full_env)
 
 
 def descendants(pid: int) -> list[int]:

@@ -66,7 +66,7 @@ except OSError as e:
 
 @pytest.mark.slow
 def test_a_full_disk_leaves_both_checkpoints_intact(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", FULL_DISK, str(tmp_path / "last.pt")], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-c", FULL_DISK, str(tmp_path / "last.pt")], cwd=ROOT, check=False,
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.stdout.strip() == "OSError 27", proc.stdout + proc.stderr  # EFBIG
     assert (_epoch(tmp_path / "last.pt"), _epoch(tmp_path / "last.prev.pt")) == (2, 1)
@@ -116,7 +116,7 @@ def test_training_stops_cleanly_on_a_full_disk_and_resumes_past_a_corrupt_last_p
             "64", "--batch-size", "4", "--nbs", "8", "--epochs", "3", "--workers", "0", "--device", "cpu",
             "--project", o.project, "--name", "disk", "--exist-ok", "--cache-dir", o.cache_dir]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "DETECT_TEST_FSIZE_AFTER_EPOCH": "2:20000"}
-    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env=env, timeout=200)
+    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env=env, timeout=200, check=False)
     run_dir = Path(o.project) / "disk"
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (f"training failed: CheckpointWriteError: could not write {run_dir / 'last.pt'} (OSError: [Errno 27] "
@@ -128,7 +128,7 @@ def test_training_stops_cleanly_on_a_full_disk_and_resumes_past_a_corrupt_last_p
     (run_dir / "last.pt").write_bytes(data[: len(data) // 3])
     env.pop("DETECT_TEST_FSIZE_AFTER_EPOCH")
     resumed = subprocess.run([*args, "--resume", str(run_dir / "last.pt")], cwd=ROOT, capture_output=True,
-                             text=True, env=env, timeout=200)
+                             text=True, env=env, timeout=200, check=False)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert f"resuming from the previous checkpoint {run_dir / 'last.prev.pt'} (epoch 1) instead" in resumed.stdout
     assert _epoch(run_dir / "last.pt") == 3 and (run_dir / "last.corrupt.pt").is_file()

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from detect import train  # noqa: E402
-from detect.trainer import Trainer  # noqa: E402
+from detect import train
+from detect.trainer import Trainer
 
 
 def _install_hooks() -> None:
