@@ -10,11 +10,13 @@ a run was interrupted mid-epoch), `optimizer`, `scaler`, `ema_updates`, `best_fi
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import random
 import re
 import shutil
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -71,11 +73,93 @@ def copy_atomic(src: str | Path, dst: str | Path) -> None:
     atomic_write(dst, copy)
 
 
-def save_checkpoint(state: dict, path: str | Path) -> bool:
-    """Rank 0 writes `state` atomically; other ranks do nothing. Returns whether this rank wrote."""
+class _Crc32Writer:
+    """A binary file that keeps the CRC-32 of everything written through it, and the OSError a write raised:
+    torch.save reports a failed write (a full disk) as a RuntimeError ("unexpected pos ..."), which hides it."""
+
+    def __init__(self, f):
+        self.f, self.crc, self.error = f, 0, None
+
+    def write(self, data) -> int:
+        self.crc = zlib.crc32(data, self.crc)
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def file_crc32(path: str | Path, chunk: int = 1 << 22) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def previous_path(path: str | Path) -> Path:
+    """Where the checkpoint before `path` is kept: last.pt -> last.prev.pt."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.prev{path.suffix}")
+
+
+def verify_written(tmp: Path, crc: int, state: dict) -> None:
+    """Read a just-written checkpoint back: the bytes on disk are the bytes written (CRC-32; torch.load checks no
+    checksum itself), and torch.load(weights_only=True) parses it to the same epoch and step. The parse maps the
+    tensors (mmap) instead of copying them: the CRC has covered their bytes. OSError when it differs."""
+    if file_crc32(tmp) != crc:
+        raise OSError(f"{tmp}: the bytes read back differ from those written (a failing disk or file system)")
+    try:
+        back = torch.load(tmp, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as e:
+        raise OSError(f"{tmp}: the checkpoint just written does not load back ({type(e).__name__}: {e})") from None
+    if any(back.get(k) != state.get(k) for k in ("epoch", "step", "batch_in_epoch")):
+        raise OSError(f"{tmp}: the checkpoint read back has another epoch/step than the one written")
+
+
+def _keep_previous(path: Path) -> None:
+    """Set the current `path` aside as `previous_path(path)`; a hard link keeps `path` itself in place until
+    the new file replaces it (a rename where the file system has no hard links)."""
+    if not path.exists():
+        return
+    prev = previous_path(path)
+    link = prev.with_name(f".{prev.name}.link")
+    try:
+        link.unlink(missing_ok=True)
+        os.link(path, link)
+        os.replace(link, prev)
+    except OSError:
+        os.replace(path, prev)
+
+
+def save_checkpoint(state: dict, path: str | Path, keep_previous: bool = True) -> bool:
+    """Rank 0 writes `state` atomically and verifies it (`verify_written`) before it replaces `path`; with
+    `keep_previous` the file it replaces becomes `previous_path(path)` (last.prev.pt), so a good checkpoint
+    survives a new one that turns out bad later. Other ranks do nothing. Returns whether this rank wrote.
+    A failed write or check (a full disk: OSError ENOSPC / EFBIG) raises and leaves `path` as it was."""
     if not dist.is_main_process():
         return False
-    atomic_save(state, path)
+    path = Path(path)
+    writer: list[_Crc32Writer] = []
+
+    def write(f):
+        writer.append(_Crc32Writer(f))
+        try:
+            torch.save(state, writer[0])
+        except RuntimeError:
+            if writer[0].error is not None:
+                raise writer[0].error from None
+            raise
+
+    def put_in_place(tmp: Path):
+        verify_written(tmp, writer[0].crc, state)
+        if keep_previous:
+            _keep_previous(path)
+
+    atomic_write(path, write, before_replace=put_in_place)
     log.debug("saved %s", path)
     return True
 

@@ -10,16 +10,18 @@ import contextlib
 import datetime
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
+from detect.liveness import Beacon, is_peer_failure, start_beacon
+
 log = logging.getLogger(__name__)
 
 # Long enough for rank 0 to build a COCO-sized label cache or run COCOeval while the others wait,
-# short enough that a real hang still ends the job.
-DEFAULT_TIMEOUT_MIN = 30
+# short enough that a real hang still ends the job (`train.py --dist-timeout SECONDS` changes it).
+DEFAULT_TIMEOUT_S = 30 * 60
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,8 @@ class DistContext:
     local_rank: int
     device: torch.device
     backend: str | None  # None when no process group is used
+    node_rank: int = 0  # torchrun's GROUP_RANK: which node (launch) this process belongs to
+    beacon: Beacon | None = field(default=None, compare=False)  # liveness and progress in the group's store
 
     @property
     def is_main(self) -> bool:
@@ -66,8 +70,9 @@ def resolve_device(requested: str, local_rank: int) -> torch.device:
     return torch.device("cuda", local_rank)
 
 
-def init_distributed(device: str = "auto", timeout_min: float = DEFAULT_TIMEOUT_MIN) -> DistContext:
-    """Set up the process group from the torchrun environment (NCCL on CUDA, gloo otherwise)."""
+def init_distributed(device: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S) -> DistContext:
+    """Set up the process group from the torchrun environment (NCCL on CUDA, gloo otherwise). `timeout_s` bounds
+    every collective: a rank that does not arrive within it ends the group (see `explain_failure`)."""
     rank, world, local = env_rank()
     dev = resolve_device(device, local)
     if dev.type == "cuda":
@@ -78,8 +83,9 @@ def init_distributed(device: str = "auto", timeout_min: float = DEFAULT_TIMEOUT_
     warn_restart_store()
     if not dist.is_initialized():
         kwargs = {"device_id": dev} if dev.type == "cuda" else {}
-        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_min), **kwargs)
-    return DistContext(rank, world, local, dev, backend)
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s), **kwargs)
+    node = int(os.environ.get("GROUP_RANK", "0") or 0)
+    return DistContext(rank, world, local, dev, backend, node, start_beacon(_group_store(), rank, world, node))
 
 
 def warn_restart_store() -> None:
@@ -93,7 +99,34 @@ def warn_restart_store() -> None:
                     restarts)
 
 
-def destroy() -> None:
+def _group_store():
+    """The default group's key-value store (torch keeps it private; None where it is not reachable)."""
+    try:
+        return dist.distributed_c10d._get_default_store()
+    except Exception:
+        return None
+
+
+def post_progress(ctx: DistContext, position: int, label: str) -> None:
+    """Tell the group where this rank is (before a collective), so that a hang elsewhere can be named."""
+    beacon = getattr(ctx, "beacon", None)
+    if beacon is not None:
+        beacon.post(position, label)
+
+
+def explain_failure(ctx: DistContext | None, exc: BaseException) -> str | None:
+    """For a collective that timed out or lost a peer: which rank(s) failed the group and how (None for any
+    other error). Waits a few seconds to watch the other ranks' heartbeats."""
+    if ctx is None or not ctx.distributed or not is_peer_failure(exc):
+        return None
+    if ctx.beacon is None:
+        return "a rank did not arrive at a collective (hung, crashed or its node lost); see the other ranks' logs"
+    return ctx.beacon.explain() or None  # every rank alive and arrived: nothing to add to the error itself
+
+
+def destroy(ctx: DistContext | None = None) -> None:
+    if ctx is not None and ctx.beacon is not None:
+        ctx.beacon.close()
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
 
@@ -177,6 +210,44 @@ def rank0_first():
         if failure is not None:
             raise RemoteRankError(f"rank 0 failed while the other ranks waited: {failure}")
         yield
+
+
+def _stage_of_this_rank() -> int:
+    """0: global rank 0; 1: the first process of every other node (LOCAL_RANK 0); 2: everyone else."""
+    if get_rank() == 0:
+        return 0
+    return 1 if env_rank()[2] == 0 else 2
+
+
+def _end_stage(failure: str | None) -> None:
+    """Every rank learns whether some rank of the stage that just ran failed; the others raise at once."""
+    failures = [f for f in all_gather_object(failure) if f is not None]
+    if failures and failure is None:
+        raise RemoteRankError(f"another rank failed while this one waited: {failures[0]}")
+
+
+@contextlib.contextmanager
+def node_leaders_first():
+    """Run the body on global rank 0, then on the first process of each other node, then on the rest.
+
+    For files on each node's own disk (label cache, generated data): rank 0 builds them; each other node's leader
+    then finds them (a shared folder: rank 0's files are there, nothing to do) or builds its node's copy (a
+    node-local folder); the remaining processes only read. A failure in any stage reaches every rank at the end
+    of that stage (`RemoteRankError`), as with `rank0_first`. A no-op without a process group.
+    """
+    if not is_initialized() or get_world_size() == 1:
+        yield
+        return
+    mine = _stage_of_this_rank()
+    for _ in range(mine):  # the stages before this rank's
+        _end_stage(None)
+    try:
+        yield
+    except BaseException as e:
+        _end_stage(f"{type(e).__name__}: {e}")
+        raise
+    for _ in range(mine, 3):
+        _end_stage(None)
 
 
 def use_sync_bn(mode: str, device: torch.device, world_size: int) -> bool:

@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 
-def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
-    """Call `write(file)` on a binary temp file beside `path`, then put it in place of `path`."""
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], object],
+                 before_replace: Callable[[Path], object] | None = None) -> None:
+    """Call `write(file)` on a binary temp file beside `path`, then put it in place of `path`.
+    `before_replace(temp path)` runs once the temp file is complete and synced (to verify it, or to set the old
+    file aside); when it raises, the temp file is removed and `path` is left as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
@@ -26,6 +29,8 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        if before_replace is not None:
+            before_replace(tmp)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

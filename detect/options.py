@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from detect.config import load_hyp
+from detect.dist import DEFAULT_TIMEOUT_S
 from detect.optim import OPTIMIZERS, SCHEDULES
 from detect.precision import AMP_MODES
 from detect.tb import tensorboard_available
@@ -52,6 +53,7 @@ class TrainOptions:
     cache_dir: str | None = None
     plots: bool = True
     tensorboard: bool = False
+    dist_timeout: float = DEFAULT_TIMEOUT_S  # seconds a collective waits for the slowest rank (detect.dist)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -115,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="no pictures in the run folder (results.png, labels.png, PR/F1/confusion, mosaics)")
     p.add_argument("--tensorboard", action="store_true",
                    help="log losses, lr, mAPs and images/s per epoch for TensorBoard in the run folder")
+    p.add_argument("--dist-timeout", type=float, default=d.dist_timeout, metavar="SECONDS",
+                   help="a rank that does not reach a collective within this ends the group, with a message "
+                        "naming it (long enough for rank 0 to build a label cache or run COCOeval)")
     return p
 
 
@@ -132,6 +137,8 @@ def validate(opts: TrainOptions) -> TrainOptions:
     _positive("--nbs", opts.nbs, allow_none=True)
     _positive("--eval-interval", opts.eval_interval)
     _positive("--max-batches", opts.max_batches, allow_none=True)
+    if not opts.dist_timeout > 0:
+        raise ValueError(f"--dist-timeout must be a positive number of seconds, got {opts.dist_timeout}")
     if opts.workers < 0:
         raise ValueError(f"--workers must be >= 0, got {opts.workers}")
     if opts.img_size is not None and (opts.img_size < 32 or opts.img_size % 32):

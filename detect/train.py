@@ -20,7 +20,7 @@ import torch
 import yaml
 
 from detect import dist
-from detect.checkpoint import check_resumable, load_checkpoint
+from detect.checkpoint import check_resumable, load_checkpoint, previous_path
 from detect.config import Hyp, load_hyp, read_hyp_file
 from detect.darknet.load import load_model, uses_channels_last
 from detect.darknet.surgery import freeze_layers, init_head_priors, set_bn_momentum
@@ -41,9 +41,9 @@ log = logging.getLogger(__name__)
 CSV_FIELDS = ("epoch", "box", "obj", "cls", "lr", "map50", "map", "fitness", "img_s", "time")
 
 
-def find_resume_checkpoint(opts: TrainOptions) -> Path | None:
-    """The checkpoint to resume: --resume PATH, --resume (newest last.pt), or after a torchrun restart."""
-    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
+def find_resume_checkpoint(opts: TrainOptions, restarted: bool = False) -> Path | None:
+    """The checkpoint to resume: --resume PATH, --resume (newest last.pt), or after a torchrun restart (of any
+    rank's launch: a node that rejoins an elastic group starts its count afresh)."""
     if opts.resume not in (None, "auto"):
         return Path(opts.resume)
     if opts.resume == "auto" or restarted:
@@ -55,6 +55,39 @@ def find_resume_checkpoint(opts: TrainOptions) -> Path | None:
         if opts.resume == "auto":
             raise FileNotFoundError(f"--resume: no {opts.project}/*/last.pt to resume from")
     return None
+
+
+def load_resumable(path: Path) -> tuple[Path, dict]:
+    """(path, checkpoint) of `path`, or of the previous checkpoint kept beside it (last.prev.pt) when `path` is
+    missing, truncated or corrupt; the bad file is renamed *.corrupt.pt so that the next save cannot rotate it
+    into the place of the good one."""
+    try:
+        ckpt = load_checkpoint(path)
+        check_resumable(ckpt, path)
+        return path, ckpt
+    except (ValueError, FileNotFoundError) as e:
+        prev = previous_path(path)
+        if not prev.is_file():
+            raise
+        ckpt = load_checkpoint(prev)
+        check_resumable(ckpt, prev)
+        log.warning("%s; resuming from the previous checkpoint %s (epoch %d) instead", e, prev, ckpt["epoch"])
+    if path.exists():
+        path.replace(path.with_name(f"{path.stem}.corrupt{path.suffix}"))
+    return prev, ckpt
+
+
+def resume_checkpoint(opts: TrainOptions, ctx: dist.DistContext) -> tuple[Path, dict] | None:
+    """Global rank 0 finds and reads the checkpoint (it wrote it; other nodes may not see its disk) and every rank
+    gets it from rank 0; None for a new run."""
+    restarted = any(dist.all_gather_object(int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0))
+    found = None
+    with dist.rank0_first():
+        if ctx.is_main:
+            path = find_resume_checkpoint(opts, restarted)
+            found = load_resumable(path) if path is not None else None
+    found = dist.broadcast_object(found)
+    return (Path(found[0]), found[1]) if found is not None else None
 
 
 def new_run_dir(opts: TrainOptions) -> Path:
@@ -102,7 +135,11 @@ class ResultsCsv:
             w.writeheader()
         w.writerow({k: (f"{row[k]:.6g}" if isinstance(row.get(k), float) else row.get(k, "")) for k in CSV_FIELDS})
         old = self.path.read_text() if self.path.exists() else ""
-        atomic_write_text(self.path, old + out.getvalue())
+        try:
+            atomic_write_text(self.path, old + out.getvalue())
+        except OSError as e:  # a report, not state: the checkpoint decides whether the run can go on
+            log.warning("%s not updated (%s: %s); it is as it was, and training goes on", self.path,
+                        type(e).__name__, e)
         log.info("epoch %d: box %.4f obj %.4f cls %.4f lr %.2e mAP@0.5 %s (%.1f s)", row["epoch"], row["box"],
                  row["obj"], row["cls"], row["lr"], f"{row['map50']:.4f}" if "map50" in row else "-", row["time"])
 
@@ -267,13 +304,13 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
 
 def prepare(opts: TrainOptions, ctx: dist.DistContext):
     """(options, hyp, run dir, cfg source, weights, checkpoint to resume or None)."""
-    resume_path = find_resume_checkpoint(opts)
-    if resume_path is None:
+    found = resume_checkpoint(opts, ctx)
+    if found is None:
         return opts, load_hyp(opts.hyp), new_run_dir(opts), opts.cfg, opts.weights, None
-    ckpt = load_checkpoint(resume_path)
-    check_resumable(ckpt, resume_path)
+    resume_path, ckpt = found
     saved = {k: v for k, v in ckpt["opts"].items() if k in TrainOptions.__dataclass_fields__}
-    saved = TrainOptions(**{**saved, "device": opts.device, "workers": opts.workers, "resume": str(resume_path)})
+    saved = TrainOptions(**{**saved, "device": opts.device, "workers": opts.workers, "resume": str(resume_path),
+                            "dist_timeout": opts.dist_timeout})
     hyp = Hyp.from_dict(ckpt["hyp"], f"{resume_path} (its hyp)")
     log.info("resuming %s from epoch %d, step %d", resume_path, ckpt["epoch"], ckpt["step"])
     return saved, hyp, resume_path.parent, ckpt["cfg_text"], None, ckpt
@@ -327,11 +364,25 @@ def run(opts: TrainOptions, ctx: dist.DistContext) -> TrainState:
     previous = signal.signal(signal.SIGTERM, _sigterm_handler(trainer))
     try:
         state = trainer.fit()
+    except Exception as e:
+        explain_group_failure(e, ctx, trainer.setup.run_dir / "last.pt")
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
         trainer.setup.train_loader.close()
     log.info("done: %s (best fitness %.4f)", trainer.setup.run_dir, state.best_fitness)
     return state
+
+
+def explain_group_failure(exc: Exception, ctx: dist.DistContext, last: Path) -> None:
+    """When a collective failed: which rank (and node) did not arrive, and how to go on."""
+    who = dist.explain_failure(ctx, exc)
+    if who is None:
+        return
+    elastic = os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") not in ("", "0")
+    then = ("torchrun restarts the group, which resumes from it" if elastic else
+            f"relaunch the job (every node's torchrun) with --resume {last}")
+    log.error("the group broke: %s. The last checkpoint is %s; %s", who, last, then)
 
 
 def _sigterm_handler(trainer: Trainer):
@@ -351,8 +402,9 @@ def main(argv=None) -> int:
         return 2
     rank, world, _ = dist.env_rank()
     setup_logging(rank, world)
+    ctx = None
     try:
-        ctx = dist.init_distributed(opts.device)
+        ctx = dist.init_distributed(opts.device, opts.dist_timeout)
         run(opts, ctx)
     except KeyboardInterrupt:
         log.warning("interrupted")
@@ -361,5 +413,5 @@ def main(argv=None) -> int:
         log.error("training failed: %s: %s", type(e).__name__, e, exc_info=log.isEnabledFor(logging.DEBUG))
         return 1
     finally:
-        dist.destroy()
+        dist.destroy(ctx)
     return 0

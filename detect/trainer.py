@@ -32,6 +32,11 @@ class NonFiniteLossError(RuntimeError):
     """Raised when the loss stays non-finite for too many micro-batches in a row."""
 
 
+class CheckpointWriteError(RuntimeError):
+    """Raised on every rank when rank 0 could not write a checkpoint (full disk, I/O error): the run stops
+    cleanly with the previous checkpoint in place."""
+
+
 @dataclass
 class TrainSetup:
     """Everything the loop needs, built by detect.train."""
@@ -86,6 +91,11 @@ class Trainer:
             x = self.setup.multi_scale.resize(x, self.setup.multi_scale.size_for(micro_index))
         return x.contiguous(memory_format=torch.channels_last) if self.setup.channels_last else x
 
+    def _post(self, micro_index: int, phase: int, what: str) -> None:
+        """Tell the group this rank reached `what` of micro-batch `micro_index` (phase 0, 1) or the end of the
+        epoch whose last micro-batch it is (phase 2), so a rank that hangs can be named (detect.liveness)."""
+        dist.post_progress(self.setup.ctx, 3 * micro_index + phase, f"micro-batch {micro_index}, {what}")
+
     def _agree(self, nonfinite: bool) -> tuple[bool, bool]:
         """(any rank non-finite, any rank asked to stop): one all-reduce so every rank takes the same branch."""
         flags = torch.tensor([float(nonfinite), float(self.stop_signal)], device=self.setup.ctx.device)
@@ -94,6 +104,7 @@ class Trainer:
 
     def _micro_step(self, images, targets, micro_index: int, sync: bool) -> torch.Tensor | None:
         """Forward + backward of one micro-batch; None when the loss was non-finite on some rank (skipped)."""
+        self._post(micro_index, 0, "before its forward")  # DDP's forward broadcasts buffers: a collective
         x = self._prepare(images, micro_index)
         no_sync = getattr(self.setup.ddp_model, "no_sync", None)
         sync_ctx = no_sync() if (no_sync is not None and not sync) else contextlib.nullcontext()
@@ -101,6 +112,7 @@ class Trainer:
             with autocast(self.setup.ctx.device, self.setup.amp_dtype):
                 raw = self.setup.ddp_model(x)
             loss, parts = self.setup.loss(raw, targets, (x.shape[2], x.shape[3]))
+            self._post(micro_index, 1, "before the loss agreement")
             nonfinite, stop = self._agree(not bool(torch.isfinite(loss)))
             self.state.stop_requested |= stop
             if nonfinite:
@@ -222,12 +234,16 @@ class Trainer:
         set_rng_state(state)
 
     # ---- checkpoints -----------------------------------------------------------------------------------------
-    def checkpoint(self, path: Path) -> None:
-        """Collective (every rank gathers its RNG state); rank 0 writes `path` atomically."""
+    def checkpoint(self, path: Path, best: bool = False) -> None:
+        """Collective (every rank gathers its RNG state); rank 0 writes `path` atomically, verified, the previous
+        one kept (detect.checkpoint.save_checkpoint), and copies it to best.pt when `best`. When rank 0 cannot
+        write (full disk, I/O error), every rank raises `CheckpointWriteError`: continuing would train epochs
+        that no checkpoint could keep, and the previous checkpoint is intact to resume from."""
         st = self.state
         # mid-epoch: the epoch-start state, so the resumed run replays the same stream; else the current one
         rng = st.epoch_rng if st.batch_in_epoch else self._rng()
         every_rng = dist.all_gather_object(rng)
+        failure = None
         if dist.is_main_process():
             ckpt = build_checkpoint(model=self.setup.model, ema=self.setup.ema, optimizer=self.setup.optimizer,
                                     scaler=self.setup.scaler, epoch=st.epoch, step=st.step,
@@ -235,8 +251,18 @@ class Trainer:
                                     cfg_text=self.setup.model.cfg_text, names=self.setup.names,
                                     hyp=self.setup.hyp.to_dict(),
                                     opts=self.setup.opts.to_dict(), rank_rng=every_rng)
-            save_checkpoint(ckpt, path)
-        dist.barrier()  # nobody reads (resume, restart) a checkpoint rank 0 is still writing
+            try:
+                save_checkpoint(ckpt, path)
+                if best:
+                    copy_atomic(path, path.with_name("best.pt"))
+            except OSError as e:
+                kept = f"{path} is as it was" if path.exists() else "no checkpoint was written yet"
+                failure = (f"could not write {path} ({type(e).__name__}: {e}); {kept}: free space (or fix the "
+                           f"disk) and resume with --resume {path}")
+        # also the barrier: nobody reads (resume, restart) a checkpoint rank 0 is still writing
+        failure = dist.broadcast_object(failure)
+        if failure is not None:
+            raise CheckpointWriteError(failure)
 
     def restore(self, ckpt: dict) -> None:
         """Load a resumable checkpoint into the bare model, EMA, optimiser, scaler and loop state."""
@@ -260,9 +286,21 @@ class Trainer:
             st.epoch_rng = rngs[s.ctx.rank]
             self._set_rng(rngs[s.ctx.rank])
         else:
-            st.epoch_rng = None
-            log.warning("checkpoint holds RNG states for %d processes, this run has %d: augmentation will differ",
-                        len(rngs), s.ctx.world_size)
+            self._resume_on_other_world(len(rngs))
+
+    def _resume_on_other_world(self, saved_world: int) -> None:
+        """A checkpoint of another world size (an elastic group that lost or regained a node): the batches of an
+        epoch are dealt differently, so an interrupted epoch restarts from its first batch and the step count
+        follows this world's steps per epoch."""
+        s, st = self.setup, self.state
+        st.epoch_rng = None
+        if st.batch_in_epoch:
+            log.warning("checkpoint saved by %d processes in the middle of epoch %d; this group has %d: the epoch "
+                        "restarts from its first batch", saved_world, st.epoch + 1, s.ctx.world_size)
+            st.batch_in_epoch = 0
+        st.step = st.epoch * math.ceil(len(s.train_loader) / s.accumulate)
+        log.warning("checkpoint holds RNG states for %d processes, this run has %d: the processes' random "
+                    "streams start afresh", saved_world, s.ctx.world_size)
 
     def _sync_ema_buffers(self) -> None:
         """Per-process BatchNorm (CPU) leaves each rank's running statistics one local update apart: give every
@@ -287,6 +325,7 @@ class Trainer:
                 return st
             st.epoch += 1
             st.batch_in_epoch = 0
+            self._post(st.epoch * len(s.train_loader) - 1, 2, "the epoch's evaluation and checkpoint")
             final = st.epoch == s.opts.epochs
             self._sync_ema_buffers()
             fitness, metrics = None, {}
@@ -299,9 +338,7 @@ class Trainer:
             row["best"] = improved  # best.pt is this epoch's (the plots of its evaluation follow)
             if improved:
                 st.best_fitness = fitness
-            self.checkpoint(s.run_dir / "last.pt")
-            if improved and dist.is_main_process():
-                copy_atomic(s.run_dir / "last.pt", s.run_dir / "best.pt")
+            self.checkpoint(s.run_dir / "last.pt", best=improved)
             if self.on_epoch_end is not None and dist.is_main_process():
                 self.on_epoch_end(row)
         return st

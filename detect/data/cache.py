@@ -1,4 +1,5 @@
-"""The label cache: one file per split with image sizes and validated labels, built on rank 0 first.
+"""The label cache: one file per split with image sizes and validated labels, built on rank 0 first, then by the
+first process of each other node where its cache folder lacks it (`dist.node_leaders_first`).
 
 The file is keyed by a content hash (file list, sizes, modification times, label contents, format version);
 a stale, corrupt or foreign cache is rebuilt with one warning line. Writes are atomic (detect.files), so a
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from detect.data.records import BadInputReport, ImageRecord
-from detect.dist import rank0_first
+from detect.dist import node_leaders_first
 from detect.files import atomic_write
 
 log = logging.getLogger(__name__)
@@ -119,8 +120,9 @@ def log_summary(labels: SplitLabels, what: str, log_file: Path, built: bool) -> 
 
 def cached_labels(cache_file: Path, key_fn: Callable[[], str], build_fn: Callable[[], SplitLabels],
                   what: str) -> SplitLabels:
-    """Load the split's labels from `cache_file`, or build and save them; rank 0 first, the others read."""
-    with rank0_first():
+    """Load the split's labels from `cache_file`, or build and save them; rank 0 first, then each node's first
+    process (which finds the file on a shared folder, or builds its node's copy), the others read."""
+    with node_leaders_first():
         key = key_fn()
         labels, why = load_labels(cache_file, key)
         if labels is None:

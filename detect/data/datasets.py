@@ -6,6 +6,7 @@ Both return uint8 CHW RGB tensors (conversion to float happens on the device). T
 
 from __future__ import annotations
 
+import logging
 import signal
 from collections import OrderedDict
 
@@ -15,9 +16,29 @@ import torch
 from torch.utils.data import Dataset, default_collate
 
 from detect.config import AugmentConfig
-from detect.data.augment import augment_hsv, flip_boxes_lr, geometric_augment, letterbox
+from detect.data.augment import PAD_VALUE, augment_hsv, flip_boxes_lr, geometric_augment, letterbox
 from detect.data.images import load_image, load_image_for_size, resize_long_side
 from detect.data.sources import DatasetSource
+
+log = logging.getLogger(__name__)
+
+# Images in a row that may fail to read before a sample gives up: a few vanished files are skipped, a data
+# mount that went away entirely stops the epoch with a message that says so.
+MAX_UNREADABLE_IN_A_ROW = 16
+
+
+class UnreadableImages:
+    """Images that could not be read during the run (deleted, or a network mount gone since the label cache was
+    built): each is reported once per process and counted."""
+
+    def __init__(self):
+        self.paths: set[str] = set()
+
+    def report(self, path: str, error: OSError, instead: str) -> None:
+        if path not in self.paths:
+            self.paths.add(path)
+            log.warning("cannot read %s (%s); %s (%d unreadable image(s) so far in this process)", path,
+                        error.strerror or error, instead, len(self.paths))
 
 
 def xyxy_to_normalised_cxcywh(boxes: np.ndarray, width: int, height: int) -> np.ndarray:
@@ -47,6 +68,7 @@ class TrainDataset(Dataset):
         # datasets most draws hit images decoded moments ago; decoding is the dominant cost.
         self._recent: OrderedDict[int, tuple[np.ndarray, float]] = OrderedDict()
         self.buffer_images = int(buffer_images)
+        self.unreadable = UnreadableImages()
 
     def __len__(self) -> int:
         return len(self.records)
@@ -70,8 +92,19 @@ class TrainDataset(Dataset):
     def __getitem__(self, key):
         """`key` is an index, or (epoch, index[, batch]) from the training sampler. The draws depend on
         (seed, epoch, index) only; mosaic partners come from `batch` (images this worker decodes anyway),
-        else from the whole dataset."""
+        else from the whole dataset. An image that cannot be read any more is reported and the next index's
+        sample is given instead, so the epoch goes on."""
         epoch, index, batch = (key + (None,))[:3] if isinstance(key, tuple) else (0, key, None)
+        for attempt in range(MAX_UNREADABLE_IN_A_ROW):
+            at = (index + attempt) % len(self.records)
+            try:
+                return self._sample(epoch, at, batch)
+            except OSError as e:
+                self.unreadable.report(e.filename or self.records[at].path, e, "its sample is replaced")
+        raise OSError(f"{MAX_UNREADABLE_IN_A_ROW} images in a row cannot be read (the last {self.records[at].path}):"
+                      f" has the data folder or its mount gone away?")
+
+    def _sample(self, epoch: int, index: int, batch):
         rng = np.random.default_rng([self.seed, int(epoch), int(index)])
         s, cfg = self.img_size, self.augment
         use_mosaic = cfg.mosaic > 0 and rng.random() < cfg.mosaic
@@ -97,13 +130,18 @@ class EvalDataset(Dataset):
         self.records = source.records
         self.shapes = shapes  # [N, 2] (h, w) per image
         self.img_size = int(img_size)
+        self.unreadable = UnreadableImages()
 
     def __len__(self) -> int:
         return len(self.records)
 
     def __getitem__(self, index: int):
         rec = self.records[index]
-        image = load_image(rec.path)
+        try:
+            image = load_image(rec.path)
+        except OSError as e:  # still evaluated once (as an image with nothing found), so no image is lost
+            self.unreadable.report(rec.path, e, "it is evaluated as a blank image")
+            image = np.full((rec.height, rec.width, 3), PAD_VALUE, np.uint8)
         out_h, out_w = (int(v) for v in self.shapes[index])
         out, ratio, (left, top) = letterbox(image, (out_h, out_w), self.img_size)
         boxes = rec.boxes.astype(np.float64) * ratio + np.array([left, top, left, top])

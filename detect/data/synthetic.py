@@ -21,7 +21,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from detect.dist import rank0_first
+from detect.dist import node_leaders_first
 from detect.files import atomic_write_bytes, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -168,8 +168,9 @@ def generate(folder: Path, cfg: SyntheticConfig) -> None:
 
 
 def ensure_synthetic(cfg: SyntheticConfig, folder: Path) -> Path:
-    """The dataset folder, generated on rank 0 first when missing or incomplete."""
-    with rank0_first():
+    """The dataset folder, generated on rank 0 first (then on each other node that lacks it) when missing or
+    incomplete."""
+    with node_leaders_first():
         if not (folder / DONE_MARKER).exists():
             generate(folder, cfg)
     return folder
