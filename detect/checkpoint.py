@@ -200,7 +200,9 @@ def _check_container(path: Path) -> None:
 
 
 def _first_line(error: Exception) -> str:
-    return next((line.strip() for line in str(error).splitlines() if line.strip()), "no detail")
+    """The first sentence of an error: torch appends paragraphs of generic advice to its reader errors."""
+    line = next((line.strip() for line in str(error).splitlines() if line.strip()), "no detail")
+    return line.split(". ")[0].rstrip(".")
 
 
 def _refusal_reason(message: str) -> str:

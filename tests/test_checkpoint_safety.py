@@ -82,7 +82,7 @@ def test_resume_falls_back_to_the_previous_checkpoint(tmp_path):
     with log_lines("detect.train") as lines:
         path, ckpt = load_resumable(last)
     assert path == previous_path(last) and ckpt["epoch"] == 1
-    assert len(lines) == 1 and f"{last} is not a loadable checkpoint" in lines[0]
+    assert len(lines) == 1 and f"{last} is not a readable PyTorch checkpoint" in lines[0]
     assert f"resuming from the previous checkpoint {previous_path(last)} (epoch 1) instead" in lines[0]
     # the bad file is set aside, so that the next save cannot rotate it into last.prev.pt
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.corrupt.pt", "last.prev.pt"]
