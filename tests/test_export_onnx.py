@@ -46,7 +46,7 @@ def random_model(cfg: str, size: int, classes: int) -> Darknet:
 
 def reference(model, x):
     with torch.no_grad():
-        return for_inference(model, torch.device("cpu"))(x)
+        return for_inference(model, torch.device("cpu"), pack=False)(x)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def yolov3_tiny(tmp_path_factory):
 
     cfg, weights = shared_path("darknet-cfg", "yolov3-tiny.cfg"), shared_path("weights", "yolov3-tiny.weights")
     names = shared_path("darknet-cfg", "coco.names").read_text().split("\n")
-    model = for_inference(load_model(cfg, weights, img_size=416, exact=True).model, torch.device("cpu"))
+    model = for_inference(load_model(cfg, weights, img_size=416, exact=True).model, torch.device("cpu"), pack=False)
     path = tmp_path_factory.mktemp("onnx") / "yolov3-tiny.onnx"
     export_onnx(model, path, OnnxExportOptions(img_size=(416, 416)), [n for n in names if n])
     return model, path
@@ -212,3 +212,14 @@ def test_missing_extra_names_the_install_line(monkeypatch):
     with pytest.raises(ValueError, match="onnxruntime is not installed") as error:
         require("onnxruntime")
     assert INSTALL_HINT in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_model_packed_for_cpu_inference_is_refused_with_the_way_out(tmp_path):
+    from detect.darknet.packed import packing_available
+
+    if not packing_available():
+        pytest.skip("this torch build cannot pack convolutions")
+    packed = for_inference(random_model("cfg/yolov4-tiny.cfg", 64, 2), torch.device("cpu"))
+    with pytest.raises(ValueError, match=r"packed for CPU inference .*pack=False"):
+        export_onnx(packed, tmp_path / "m.onnx", OnnxExportOptions(img_size=(64, 64)))
+    assert not (tmp_path / "m.onnx").exists()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from detect.darknet.packed import PackedConv
 from detect.files import atomic_write_bytes
 
 from .metadata import OnnxMetadata
@@ -87,6 +88,9 @@ def export_onnx(model, path, options: OnnxExportOptions, names: list[str] | None
     require("onnxscript")
     if names is not None and len(names) != model.num_classes:
         raise ValueError(f"{len(names)} class names for a model of {model.num_classes} classes")
+    if any(isinstance(m, PackedConv) for m in model.modules()):
+        raise ValueError("this model's convolutions are packed for CPU inference (for_inference); export the model "
+                         "as loaded, or from for_inference(..., pack=False)")
     h, w = options.img_size
     if h % model.max_stride or w % model.max_stride:
         raise ValueError(f"--img {h}x{w} is not a multiple of the model's largest stride {model.max_stride}")
