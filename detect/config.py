@@ -43,7 +43,7 @@ class OptimConfig:
     grad_clip: float = 10.0  # max gradient norm (0 disables)
     max_nonfinite: int = 20  # stop after this many non-finite losses in a row
     bn_momentum: float | None = 0.03  # BatchNorm running-stat factor (PyTorch convention); None keeps Darknet's
-    transferred_lr_scale: float = 1.0  # lr multiplier of the parameters copied from --weights (fine-tunes: 0.2)
+    transferred_lr_scale: float = 1.0  # lr multiplier of the parameters copied from --weights (fine-tunes: 0.5)
 
     def __post_init__(self):
         for name in ("lr0", "lrf", "momentum", "weight_decay", "warmup_epochs", "warmup_momentum",

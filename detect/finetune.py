@@ -19,7 +19,7 @@ MIN_FINETUNE_STEPS = 300
 FINETUNE_CLOSE_MOSAIC = 0.3  # fraction of a fine-tune's last epochs without mosaic
 # lr multiple of the parameters copied from the weights: they hold features learnt on far more images than a
 # fine-tune sees, and at the full lr the first epochs of a small dataset's noisy gradients wear them away.
-FINETUNE_TRANSFERRED_LR = 0.2
+FINETUNE_TRANSFERRED_LR = 0.5
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ def test_small_finetune_trades_accumulation_for_steps():
     assert plan.hyp.loss == Hyp().loss and plan.hyp.ema == Hyp().ema
     assert any("nbs 16 (not 64)" in r and "make 20 optimiser steps" in r for r in plan.reasons)
     assert plan.hyp.augment.close_mosaic == 0.3 and plan.hyp.augment.mosaic == 1.0
-    assert plan.hyp.optim.transferred_lr_scale == 0.2 and plan.hyp.optim.lr0 == Hyp().optim.lr0
-    assert any(r.startswith("transferred_lr_scale 0.2") and "= 0.002" in r for r in plan.reasons)
+    assert plan.hyp.optim.transferred_lr_scale == 0.5 and plan.hyp.optim.lr0 == Hyp().optim.lr0
+    assert any(r.startswith("transferred_lr_scale 0.5") and "= 0.005" in r for r in plan.reasons)
     assert len(plan.reasons) == 5
 
 
