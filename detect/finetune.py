@@ -84,8 +84,9 @@ def finetune_hyp(hyp: Hyp, user_keys: set[str], total_steps: int) -> tuple[Hyp, 
     if "transferred_lr_scale" not in user_keys:
         changes["transferred_lr_scale"] = FINETUNE_TRANSFERRED_LR
         reasons.append(f"transferred_lr_scale {FINETUNE_TRANSFERRED_LR}: the layers copied from the weights learn at "
-                       f"{FINETUNE_TRANSFERRED_LR:g} x lr0 = {hyp.optim.lr0 * FINETUNE_TRANSFERRED_LR:g}, the new ones "
-                       f"(re-initialised class rows, layers the weights did not reach) at lr0 = {hyp.optim.lr0:g}: "
+                       f"{FINETUNE_TRANSFERRED_LR:g} x lr0 = {hyp.optim.lr0 * FINETUNE_TRANSFERRED_LR:g}, the rest "
+                       f"(head convs with re-initialised rows, layers the weights did not reach) at lr0 = "
+                       f"{hyp.optim.lr0:g}: "
                        f"a small dataset's gradients would wear the pretrained features away at the full lr")
     if "close_mosaic" not in user_keys:
         changes["close_mosaic"] = FINETUNE_CLOSE_MOSAIC

@@ -409,6 +409,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         log.warning("interrupted")
         return 130
+    except (ValueError, FileNotFoundError) as e:  # bad input (a file, a value): one line and exit 2, like the tools
+        log.error("training failed: %s", e, exc_info=log.isEnabledFor(logging.DEBUG))
+        return 2
     except Exception as e:
         log.error("training failed: %s: %s", type(e).__name__, e, exc_info=log.isEnabledFor(logging.DEBUG))
         return 1

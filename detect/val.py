@@ -28,7 +28,7 @@ from detect.log import setup_logging
 from detect.precision import AMP_DTYPES, amp_dtype
 from detect.runs import next_run_dir
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("detect.val")  # not __name__: under `python -m` that is __main__, outside `detect`
 
 
 def default_workers() -> int:

@@ -172,3 +172,19 @@ def test_max_restarts_group_resumes_by_itself_after_kill_9(tmp_path):
     expected = [line.split(",")[1:4] for line in
                 (tmp_path / "runs" / "straight" / "results.csv").read_text().splitlines()[1:]]
     assert len(losses) == 2 and losses == expected
+
+
+def test_weights_that_are_not_a_checkpoint_end_training_with_one_line_and_exit_2(tmp_path):
+    from detect.train import main as train_main
+    from tests.log_lines import log_lines
+
+    bad = tmp_path / "x.pt"
+    bad.write_bytes(os.urandom(256))
+    opts = tiny_options(tmp_path, epochs=1)
+    argv = ["--data", opts.data, "--hyp", opts.hyp, "--img-size", "64", "--batch-size", "4", "--epochs", "1",
+            "--workers", "0", "--project", opts.project, "--device", "cpu", "--cache-dir", opts.cache_dir,
+            "--weights", str(bad)]
+    with log_lines("detect.train") as lines:
+        assert train_main(argv) == 2
+    failures = [line for line in lines if line.startswith("training failed")]
+    assert len(failures) == 1 and failures[0].startswith(f"training failed: {bad} is not"), lines
