@@ -8,6 +8,7 @@ import pytest
 from detect.bench import data as bench_data
 from detect.bench import finetune as bench_finetune
 from detect.bench import model as bench_model
+from detect.bench import soak as bench_soak
 from detect.bench import train as bench_train
 from detect.bench import val as bench_val
 from detect.export.cli import parse_args as export_args
@@ -44,6 +45,7 @@ TOOLS = {
     "bench model": (bench_model.parse_args, ["--cfg", "c"], "img", "batch_sizes"),
     "bench train": (bench_train.parse_args, ["--cfg", "c", "--data", "d"], "img", "batch"),
     "bench finetune": (bench_finetune.parse_args, ["--data", "d"], "img_size", "batch_size"),
+    "bench soak": (bench_soak.parse_args, [], "img", "batch"),
     "export": (export_args, ["--weights", "w.pt"], "img", "batch"),
 }
 
