@@ -235,6 +235,9 @@ def describe_head(r: dict) -> str:
     where = f"head {r['head']} (layer {r['layer']}, {r['anchors']} anchors)"
     if r["reason"]:
         return f"{where}: nothing copied, {r['initialised_rows']} rows keep their initialisation: {r['reason']}"
+    if not r["initialised"] and r["source_classes"] == r["classes"]:  # every class found: no list to read
+        return f"{where}: {r['box_obj_rows']} box+obj rows and all {r['class_rows']} class rows copied " \
+               f"({r['classes']} classes)"
     matched = ", ".join(r["matched"][:8]) + (f", ... ({len(r['matched'])})" if len(r["matched"]) > 8 else "")
     line = (f"{where}: {r['box_obj_rows']} box+obj rows copied; {r['class_rows']} class rows copied"
             f" ({r['source_classes']} -> {r['classes']} classes; matched: {matched or 'none'})")

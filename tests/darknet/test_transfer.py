@@ -230,3 +230,13 @@ def test_bare_state_dict_reads_the_class_count_off_the_shapes_and_bad_names_are_
     with pytest.raises(ValueError, match="num_classes=2 but 3 class names were given"):
         load_model(source.cfg_text, num_classes=2, names=["a", "b", "c"])
     assert math.isclose(class_prior_logit(3), math.log(0.6 / 2.01))
+
+
+def test_a_head_whose_every_class_was_found_is_described_in_one_short_line():
+    from detect.darknet.transfer import describe_head
+
+    report = {"head": 0, "layer": 16, "anchors": 3, "classes": 80, "source_classes": 80, "box_obj_rows": 15,
+              "class_rows": 240, "initialised_rows": 0, "matched": [f"class {k}" for k in range(80)],
+              "initialised": [], "whole": False, "reason": None}
+    assert describe_head(report) == "head 0 (layer 16, 3 anchors): 15 box+obj rows and all 240 class rows copied " \
+                                    "(80 classes)"
