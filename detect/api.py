@@ -133,7 +133,7 @@ class Detector:
         `img_size`: long side of the input (default: the cfg's [net] size; a fixed-size ONNX model's own)."""
         _check_settings(img_size, conf, iou, max_det, batch_size)
         resolved = resolve_device(device, 0)
-        if Path(weights).suffix.lower() == ".onnx":
+        if is_onnx_path(weights):
             model, carried, fixed = _load_onnx(weights, resolved, img_size)
             img_size = img_size or (max(fixed) if fixed else DEFAULT_DYNAMIC_SIZE)
         else:
@@ -162,6 +162,24 @@ def _check_settings(img_size, conf, iou, max_det, batch_size) -> None:
         raise ValueError(f"conf must be in [0, 1) and iou in [0, 1], got {conf} and {iou}")
     if max_det < 1 or batch_size < 1:
         raise ValueError(f"max_det and batch_size must be positive, got {max_det} and {batch_size}")
+
+
+def is_onnx_path(path) -> bool:
+    """Whether `path` names an exported ONNX model (run through detect.export.runtime) by its suffix."""
+    return Path(path).suffix.lower() == ".onnx"
+
+
+def load_tool_model(weights, cfg, device: torch.device, img_size: int, square: bool):
+    """(model, the names it carries or None, square) for detect.val and detect.predict: an exported `.onnx` through
+    onnxruntime (a fixed-size one runs square at its own size only), else the Darknet model loaded exactly
+    and prepared for inference (fused; packed on the CPU)."""
+    if is_onnx_path(weights):
+        from detect.export.runtime import load_onnx_model, onnx_square_letterbox
+
+        model = load_onnx_model(weights, device)
+        return model, model.names, onnx_square_letterbox(model, img_size, square)
+    loaded = load_model(cfg, weights, img_size=img_size, exact=True)
+    return for_inference(loaded.model, device), loaded.names, square
 
 
 def _load_onnx(path, device: torch.device, img_size: int | None):

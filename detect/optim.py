@@ -53,12 +53,11 @@ def build_optimizer(model: nn.Module, name: str, lr: float, momentum: float, wei
         raise ValueError("no trainable parameters (is every layer frozen?)")
     names = {id(p): n for n, p in model.named_parameters()}
     decays = {"weights": weight_decay, "bn": 0.0, "bias": 0.0}
-    scales = (1.0, lr_scale) if lr_scale != 1.0 and scaled else (1.0,)
-    is_scaled = (lambda p: names[id(p)] in scaled) if len(scales) > 1 else (lambda p: False)
+    scaled = scaled if lr_scale != 1.0 else frozenset()
     groups = []
-    for scale in scales:
+    for scale in (1.0, lr_scale) if scaled else (1.0,):
         for kind, params in kinds.items():
-            chosen = [p for p in params if is_scaled(p) == (scale != 1.0)]
+            chosen = [p for p in params if (names[id(p)] in scaled) == (scale != 1.0)]
             groups.append({"params": chosen, "param_names": [names[id(p)] for p in chosen],
                            "weight_decay": decays[kind], "group": kind, "lr_scale": scale})
     # On CUDA the fused kernels update every tensor in a few launches and take GradScaler's inf check on the

@@ -27,10 +27,10 @@ import numpy as np
 import torch
 
 from detect import dist
-from detect.api import InferenceSettings, detect_images
+from detect.api import InferenceSettings, detect_images, load_tool_model
 from detect.cli import run_command
-from detect.darknet.load import for_inference, load_model
 from detect.data.images import IMAGE_SUFFIXES, BadImage, read_image
+from detect.data.spec import read_class_names
 from detect.files import atomic_write_bytes, atomic_write_text
 from detect.log import setup_logging
 from detect.runs import next_run_dir
@@ -64,24 +64,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
         p.error(f"--conf must be in [0, 1) and --iou in [0, 1], got {args.conf} and {args.iou}")
     return args
-
-
-def read_names(path) -> list[str]:
-    """Class names from a .names file (one per line) or a data spec (its names, else its COCO json)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"--names {path}: file not found (give a .names file or a data spec)")
-    if path.suffix not in (".yaml", ".yml"):
-        return [line.strip() for line in path.read_text().splitlines() if line.strip()]
-    from detect.data.spec import load_data_spec
-
-    spec = load_data_spec(path)
-    if spec.names:
-        return list(spec.names)
-    if spec.format == "coco":
-        categories = json.loads(spec.annotations("val").read_text())["categories"]
-        return [c["name"] for c in sorted(categories, key=lambda c: c["id"])]
-    raise ValueError(f"--names {path}: the spec lists no `names` and has no COCO json to take them from")
 
 
 def list_sources(source: str) -> list[Path]:
@@ -176,15 +158,9 @@ def summary(det: torch.Tensor, names: list[str]) -> str:
 def run(args) -> Path:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
-    if args.weights.lower().endswith(".onnx"):  # an exported model, run by onnxruntime
-        from detect.export.runtime import load_onnx_model, onnx_square_letterbox
-
-        model = load_onnx_model(args.weights, ctx.device)
-        checkpoint_names, args.square = model.names, onnx_square_letterbox(model, args.img, args.square)
-    else:
-        loaded = load_model(args.cfg, args.weights, img_size=args.img, exact=True)
-        model, checkpoint_names = for_inference(loaded.model, ctx.device), loaded.names
-    names = read_names(args.names) if args.names else checkpoint_names
+    model, checkpoint_names, args.square = load_tool_model(args.weights, args.cfg, ctx.device, args.img,
+                                                           args.square)
+    names = read_class_names(args.names) if args.names else checkpoint_names
     names = names or [str(k) for k in range(model.num_classes)]
     if len(names) != model.num_classes:
         raise ValueError(f"--names {args.names} lists {len(names)} classes but the model predicts "

@@ -11,7 +11,6 @@ import dataclasses
 import io
 import logging
 import math
-import os
 import signal
 import sys
 from pathlib import Path
@@ -20,7 +19,6 @@ import torch
 import yaml
 
 from detect import dist
-from detect.checkpoint import check_resumable, load_checkpoint, previous_path
 from detect.config import Hyp, load_hyp, read_hyp_file
 from detect.darknet.load import load_model, uses_channels_last
 from detect.darknet.surgery import freeze_layers, init_head_priors, set_bn_momentum
@@ -33,61 +31,13 @@ from detect.monitor import chain
 from detect.optim import LRSchedule, accumulation_steps, build_optimizer, scaled_parameter_names
 from detect.options import TrainOptions, parse_options
 from detect.precision import amp_dtype
+from detect.resume import explain_group_failure, resume_checkpoint
 from detect.runs import next_run_dir
 from detect.trainer import Trainer, TrainSetup, TrainState
 
 log = logging.getLogger(__name__)
 
 CSV_FIELDS = ("epoch", "box", "obj", "cls", "lr", "map50", "map", "fitness", "img_s", "time")
-
-
-def find_resume_checkpoint(opts: TrainOptions, restarted: bool = False) -> Path | None:
-    """The checkpoint to resume: --resume PATH, --resume (newest last.pt), or after a torchrun restart (of any
-    rank's launch: a node that rejoins an elastic group starts its count afresh)."""
-    if opts.resume not in (None, "auto"):
-        return Path(opts.resume)
-    if opts.resume == "auto" or restarted:
-        found = sorted(Path(opts.project).glob("*/last.pt"), key=lambda p: p.stat().st_mtime)
-        if found:
-            if restarted and opts.resume is None:
-                log.warning("torchrun restarted the group: resuming from %s", found[-1])
-            return found[-1]
-        if opts.resume == "auto":
-            raise FileNotFoundError(f"--resume: no {opts.project}/*/last.pt to resume from")
-    return None
-
-
-def load_resumable(path: Path) -> tuple[Path, dict]:
-    """(path, checkpoint) of `path`, or of the previous checkpoint kept beside it (last.prev.pt) when `path` is
-    missing, truncated or corrupt; the bad file is renamed *.corrupt.pt so that the next save cannot rotate it
-    into the place of the good one."""
-    try:
-        ckpt = load_checkpoint(path)
-        check_resumable(ckpt, path)
-        return path, ckpt
-    except (ValueError, FileNotFoundError) as e:
-        prev = previous_path(path)
-        if not prev.is_file():
-            raise
-        ckpt = load_checkpoint(prev)
-        check_resumable(ckpt, prev)
-        log.warning("%s; resuming from the previous checkpoint %s (epoch %d) instead", e, prev, ckpt["epoch"])
-    if path.exists():
-        path.replace(path.with_name(f"{path.stem}.corrupt{path.suffix}"))
-    return prev, ckpt
-
-
-def resume_checkpoint(opts: TrainOptions, ctx: dist.DistContext) -> tuple[Path, dict] | None:
-    """Global rank 0 finds and reads the checkpoint (it wrote it; other nodes may not see its disk) and every rank
-    gets it from rank 0; None for a new run."""
-    restarted = any(dist.all_gather_object(int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0))
-    found = None
-    with dist.rank0_first():
-        if ctx.is_main:
-            path = find_resume_checkpoint(opts, restarted)
-            found = load_resumable(path) if path is not None else None
-    found = dist.broadcast_object(found)
-    return (Path(found[0]), found[1]) if found is not None else None
 
 
 def new_run_dir(opts: TrainOptions) -> Path:
@@ -372,17 +322,6 @@ def run(opts: TrainOptions, ctx: dist.DistContext) -> TrainState:
         trainer.setup.train_loader.close()
     log.info("done: %s (best fitness %.4f)", trainer.setup.run_dir, state.best_fitness)
     return state
-
-
-def explain_group_failure(exc: Exception, ctx: dist.DistContext, last: Path) -> None:
-    """When a collective failed: which rank (and node) did not arrive, and how to go on."""
-    who = dist.explain_failure(ctx, exc)
-    if who is None:
-        return
-    elastic = os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") not in ("", "0")
-    then = ("torchrun restarts the group, which resumes from it" if elastic else
-            f"relaunch the job (every node's torchrun) with --resume {last}")
-    log.error("the group broke: %s. The last checkpoint is %s; %s", who, last, then)
 
 
 def _sigterm_handler(trainer: Trainer):

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import detect.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads; README "CPU inference")
 from detect import dist
+from detect.api import load_tool_model
 from detect.cli import run_command
 from detect.coco import STAT_NAMES, format_class_table, format_summary
-from detect.darknet.load import for_inference, load_model, uses_channels_last
+from detect.darknet.load import uses_channels_last
 from detect.evaluate import CocoEvaluator, EvalResult, evaluate
 from detect.files import atomic_write_text
 from detect.log import setup_logging
@@ -121,14 +122,7 @@ def run(args) -> EvalResult:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
     try:
-        if args.weights.lower().endswith(".onnx"):  # an exported model, run by onnxruntime
-            from detect.export.runtime import load_onnx_model, onnx_square_letterbox
-
-            model = load_onnx_model(args.weights, ctx.device)
-            args.square = onnx_square_letterbox(model, args.img, args.square)
-        else:
-            model = for_inference(load_model(args.cfg, args.weights, img_size=args.img, exact=True).model,
-                                  ctx.device)
+        model, _, args.square = load_tool_model(args.weights, args.cfg, ctx.device, args.img, args.square)
         # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
         source = open_checked_split(args.data, args.split, model.num_classes, args.weights, args.strict)
         from detect.data.loader import build_eval_loader

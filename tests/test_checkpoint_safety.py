@@ -11,7 +11,8 @@ import torch
 
 from detect import checkpoint
 from detect.checkpoint import previous_path, save_checkpoint
-from detect.train import ResultsCsv, load_resumable
+from detect.resume import load_resumable
+from detect.train import ResultsCsv
 from tests.log_lines import log_lines
 from tests.test_train_dist import tiny_options
 
@@ -79,7 +80,7 @@ def test_resume_falls_back_to_the_previous_checkpoint(tmp_path):
     save_checkpoint(_state(2), last)
     data = last.read_bytes()
     last.write_bytes(data[: len(data) // 2])  # truncated
-    with log_lines("detect.train") as lines:
+    with log_lines("detect.resume") as lines:
         path, ckpt = load_resumable(last)
     assert path == previous_path(last) and ckpt["epoch"] == 1
     assert len(lines) == 1 and f"{last} is not a readable PyTorch checkpoint" in lines[0]

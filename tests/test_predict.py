@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from detect.predict import main, read_names
+from detect.data.spec import read_class_names as read_names
+from detect.predict import main
 from tests.test_val import NAMES, write_tiny_checkpoint
 
 

@@ -17,6 +17,7 @@ class names of the xml files of all splits are used, sorted.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,3 +180,18 @@ def load_data_spec(path: str | Path, overrides: Mapping | None = None) -> DataSp
     raw.update(dict(overrides or {}))
     return spec_from_dict(raw, str(path))
 
+
+def read_class_names(path: str | Path) -> list[str]:
+    """Class names from a .names file (one per line) or a data spec (its names, else its COCO json)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"--names {path}: file not found (give a .names file or a data spec)")
+    if path.suffix not in (".yaml", ".yml"):
+        return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    spec = load_data_spec(path)
+    if spec.names:
+        return list(spec.names)
+    if spec.format == "coco":
+        categories = json.loads(spec.annotations("val").read_text())["categories"]
+        return [c["name"] for c in sorted(categories, key=lambda c: c["id"])]
+    raise ValueError(f"--names {path}: the spec lists no `names` and has no COCO json to take them from")

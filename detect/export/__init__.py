@@ -9,7 +9,6 @@ _HOMES = {
     "export_darknet": "detect.export.darknet_export",
     "OnnxModel": "detect.export.runtime",
     "load_onnx_model": "detect.export.runtime",
-    "is_onnx_path": "detect.export.runtime",
     "main": "detect.export.cli",
 }
 __all__ = list(_HOMES)

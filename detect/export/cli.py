@@ -18,6 +18,7 @@ from pathlib import Path
 
 from detect.cli import run_command
 from detect.darknet.load import load_model
+from detect.data.spec import read_class_names
 from detect.log import setup_logging
 
 log = logging.getLogger(__name__)
@@ -53,13 +54,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def read_names_file(path) -> list[str]:
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"--names {path}: file not found (one class name per line)")
-    return [line.strip() for line in path.read_text().splitlines() if line.strip()]
-
-
 def _output_stem(args) -> Path:
     weights = Path(args.weights)
     stem = Path(args.output) if args.output else weights.with_suffix("")
@@ -72,7 +66,7 @@ def run(args) -> Path:
     setup_logging(0, 1)
     img_size = (args.img[0], args.img[-1])
     loaded = load_model(args.cfg, args.weights, img_size=img_size, exact=True)
-    names = read_names_file(args.names) if args.names else loaded.names
+    names = read_class_names(args.names) if args.names else loaded.names
     if names is not None and len(names) != loaded.model.num_classes:
         raise ValueError(f"--names {args.names or args.weights} lists {len(names)} classes but the model predicts "
                          f"{loaded.model.num_classes}")

@@ -21,10 +21,6 @@ from .optional import require
 log = logging.getLogger(__name__)
 
 
-def is_onnx_path(path) -> bool:
-    return path is not None and Path(path).suffix.lower() == ".onnx"
-
-
 def _providers(ort, device) -> list[str]:
     device = torch.device(device)
     if device.type == "cpu":
