@@ -85,7 +85,8 @@ def init_distributed(device: str = "auto", timeout_s: float = DEFAULT_TIMEOUT_S)
         kwargs = {"device_id": dev} if dev.type == "cuda" else {}
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s), **kwargs)
     node = int(os.environ.get("GROUP_RANK", "0") or 0)
-    return DistContext(rank, world, local, dev, backend, node, start_beacon(_group_store(), rank, world, node))
+    beacon = start_beacon(_group_store(), rank, world, node, timeout_s)
+    return DistContext(rank, world, local, dev, backend, node, beacon)
 
 
 def warn_restart_store() -> None:

@@ -92,9 +92,11 @@ class Trainer:
         return x.contiguous(memory_format=torch.channels_last) if self.setup.channels_last else x
 
     def _post(self, micro_index: int, phase: int, what: str) -> None:
-        """Tell the group this rank reached `what` of micro-batch `micro_index` (phase 0, 1) or the end of the
-        epoch whose last micro-batch it is (phase 2), so a rank that hangs can be named (detect.liveness)."""
-        dist.post_progress(self.setup.ctx, 3 * micro_index + phase, f"micro-batch {micro_index}, {what}")
+        """Tell the group this rank reached `what` of micro-batch `micro_index` (phase 0, 1), the end of the
+        epoch whose last micro-batch it is (phase 2) or rank 0's own work after it (phase 3: results and plots,
+        which the others do not wait for until the next forward), so a rank that hangs can be named
+        (detect.liveness)."""
+        dist.post_progress(self.setup.ctx, 4 * micro_index + phase, f"micro-batch {micro_index}, {what}")
 
     def _agree(self, nonfinite: bool) -> tuple[bool, bool]:
         """(any rank non-finite, any rank asked to stop): one all-reduce so every rank takes the same branch."""
@@ -340,5 +342,6 @@ class Trainer:
                 st.best_fitness = fitness
             self.checkpoint(s.run_dir / "last.pt", best=improved)
             if self.on_epoch_end is not None and dist.is_main_process():
+                self._post(st.epoch * len(s.train_loader) - 1, 3, "rank 0's results and plots of the epoch")
                 self.on_epoch_end(row)
         return st

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from detect.data.loader import resolve_spec
-from detect.liveness import Beacon, is_peer_failure
+from detect.liveness import Beacon, Mark, is_peer_failure
 from detect.options import parse_options
 from tests.nodes import (
     c10d_rdzv,
@@ -53,6 +53,7 @@ class DictStore:
 def test_beacon_tells_a_hung_rank_from_a_lost_one():
     store = DictStore()
     me, hung, lost = (Beacon(store, r, 3, node_rank=r) for r in range(3))
+    lost.post(6, "micro-batch 1, before the loss agreement")
     lost.close()  # its heartbeat stops, as when the process or its node dies
     hung.post(7, "micro-batch 2, before the loss agreement")  # alive, but behind
     me.post(9, "micro-batch 3, before its forward")
@@ -66,9 +67,62 @@ def test_beacon_tells_a_hung_rank_from_a_lost_one():
         "is alive but did not arrive: it is at micro-batch 2, before the loss agreement, rank 0 waited at "
         "micro-batch 3, before its forward (a hang on that rank)")
     assert gone.startswith("rank 2 (node 2, host ") and gone.endswith(
-        "is gone: its heartbeat stopped (process killed or node lost)")
+        "is gone: its heartbeat stopped at micro-batch 1, before the loss agreement (process killed or node lost)")
     assert is_peer_failure(RuntimeError("[gloo/transport/tcp/pair.cc:561] Connection closed by peer [127.0.0.1]:1"))
+    assert is_peer_failure(RuntimeError("Application timeout caused pair closure"))
     assert not is_peer_failure(ValueError("--img-size must be a multiple of 32"))
+
+
+class GoneStore(DictStore):
+    """A store whose host went away after the ranks registered (torchrun's agent stopped the group)."""
+
+    gone = False
+
+    def get(self, key):
+        if self.gone:
+            raise ConnectionError("store host gone")
+        return super().get(key)
+
+    check = get
+
+
+def test_a_late_rank_names_itself_when_the_others_and_the_store_are_gone(monkeypatch):
+    """The hung rank wakes after the others gave up: its own collective fails (timeout or closed connection)
+    and the store is gone, yet it names itself and where it was, from the gap between its own two marks."""
+    clock = iter([100.0, 101.0, 101.5, 131.5])  # start, micro-batch 2, its loss agreement, micro-batch 3
+    monkeypatch.setattr("detect.liveness.time.monotonic", lambda: next(clock))
+    store = GoneStore()
+    late = Beacon(store, 1, 2, node_rank=0, timeout_s=8)
+    try:
+        late.post(8, "micro-batch 2, before its forward")
+        late.post(9, "micro-batch 2, before the loss agreement")
+        late.post(12, "micro-batch 3, before its forward")  # 30 s later: it slept
+        store.gone = True
+        text = late.explain()
+    finally:
+        late.close()
+    assert text.startswith("rank 1 (node 0, host ") and text.endswith(
+        "; this rank) arrived late: it took 30.0 s from micro-batch 2, before the loss agreement to micro-batch 3, "
+        "before its forward, longer than the group's 8 s timeout (--dist-timeout), so the others stopped waiting "
+        "for it (a hang or long work on this rank)"), text
+
+
+def test_a_peer_that_arrived_late_is_named_when_its_connection_closed_first(monkeypatch):
+    """The waiting rank meets a closed connection (the late rank's own collective failed first) while both
+    marks say the same position: the late rank's gap names it."""
+    store = DictStore()
+    me = Beacon(store, 0, 2, node_rank=0, timeout_s=3)
+    late = Beacon(store, 1, 2, node_rank=0, timeout_s=3)
+    try:
+        me.post(12, "micro-batch 3, before its forward")
+        late.at = Mark(12, "micro-batch 3, before its forward", 14.5)
+        text = me.explain()
+    finally:
+        me.close()
+        late.close()
+    assert text.startswith("rank 1 (node 0, host ") and text.endswith(
+        "arrived late at micro-batch 3, before its forward: 14.5 s after its previous collective, longer than the "
+        "group's 3 s timeout (a hang or long work on that rank)"), text
 
 
 def test_dist_timeout_flag():
@@ -175,15 +229,24 @@ def test_elastic_group_goes_on_without_a_lost_node_and_takes_it_back(tmp_path, l
 
 @pytest.mark.slow
 def test_a_hanging_rank_ends_the_group_after_the_timeout_named(tmp_path, launches):
-    """Rank 1 sleeps 12 s before micro-batch 3 (alive, not crashed); --dist-timeout 3 ends the group."""
+    """Rank 1 sleeps 25 s before micro-batch 3 (alive, not crashed); --dist-timeout 8 ends the group. Both sides
+    name rank 1 and where it was, whichever notices first. The timeout leaves room for rank 0's own work between
+    collectives on a loaded machine (evaluation, checkpoint); torchrun gives rank 1 30 s after rank 0's exit to
+    wake and report before it kills it."""
     log = tmp_path / "hang.log"
-    args = train_args(tmp_path, "hang", 4) + ["--dist-timeout", "3"]
+    args = train_args(tmp_path, "hang", 4) + ["--dist-timeout", "8", "--no-plots"]
     start = time.monotonic()
-    launches.append(launch_node(["--standalone"], args, log, nproc=2, env={"DETECT_TEST_HANG": "1:3:12"}))
-    assert launches[0].wait(timeout=120) != 0
+    launches.append(launch_node(["--standalone"], args, log, nproc=2, env={"DETECT_TEST_HANG": "1:3:25"}))
+    assert launches[0].wait(timeout=150) != 0
     text = log.read_text()
-    # gloo words the timeout either way, depending on which side of the pair notices first
-    assert "Timed out waiting 3000ms" in text or "Application timeout caused pair closure" in text, text[-3000:]
-    assert ("[rank 0] the group broke: rank 1 (node 0," in text and "is alive but did not arrive: it is at "
-            "micro-batch 2" in text and "rank 0 waited at micro-batch 3" in text), text[-3000:]
-    assert time.monotonic() - start < 90
+    # a progress bar may share the line: cut each message from its prefix to the end of its line
+    waited = text.partition("[rank 0] the group broke: ")[2].partition("\n")[0]
+    late = text.partition("[rank 1] the group broke: ")[2].partition("\n")[0]
+    # rank 0 waited at micro-batch 3: either it saw rank 1 behind (its own timeout first) or late (rank 1's
+    # collective failed first and closed the connection)
+    assert "rank 1 (node 0," in waited and "rank 0 waited at micro-batch 3" in waited or (
+        "rank 1 (node 0," in waited and "arrived late at micro-batch 3" in waited), text[-4000:]
+    assert "micro-batch 2" in waited or "arrived late at micro-batch 3" in waited, waited
+    assert "rank 1 (node 0," in late and "this rank) arrived late: it took " in late and (
+        "from micro-batch 2, before the loss agreement to micro-batch 3, before its forward" in late), text[-4000:]
+    assert time.monotonic() - start < 140
