@@ -1,6 +1,6 @@
 """YOLO-style detection training on Darknet .cfg models."""
 
-from detect.lazy import lazy_exports
+from detect.runtime.lazy import lazy_exports
 
 __all__ = ["Darknet"]
 __getattr__, __dir__ = lazy_exports(__name__, {"Darknet": "detect.darknet.model"})

@@ -25,9 +25,9 @@ from detect.darknet.load import for_inference, load_model
 from detect.data.augment import letterbox
 from detect.data.geometry import rect_shape, round_up
 from detect.data.images import BadImage, read_image
-from detect.dist import resolve_device
-from detect.postprocess import non_max_suppression, scale_to_original
-from detect.preprocess import to_model_input
+from detect.evaluation.postprocess import non_max_suppression, scale_to_original
+from detect.ops.preprocess import to_model_input
+from detect.runtime.dist import resolve_device
 
 DEFAULT_DYNAMIC_SIZE = 416  # an ONNX model with a dynamic input size, when no img_size is given
 

@@ -19,21 +19,21 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import detect.cpu_threads  # first: sets OMP_WAIT_POLICY before torch loads (README "CPU inference")
+import detect.runtime.cpu_threads  # first: sets OMP_WAIT_POLICY before torch loads (README "CPU inference")
 
 # isort: split
 import cv2
 import numpy as np
 import torch
 
-from detect import dist
 from detect.api import InferenceSettings, detect_images, load_tool_model
-from detect.cli import run_command
 from detect.data.images import IMAGE_SUFFIXES, BadImage, read_image
 from detect.data.spec import read_class_names
-from detect.files import atomic_write_bytes, atomic_write_text
-from detect.log import setup_logging
-from detect.runs import next_run_dir
+from detect.runtime import dist
+from detect.runtime.commands import run_command
+from detect.runtime.files import atomic_write_bytes, atomic_write_text
+from detect.runtime.log import setup_logging
+from detect.runtime.runs import next_run_dir
 
 log = logging.getLogger("detect.predict")  # not __name__: under `python -m` that is __main__, outside `detect`
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")

@@ -17,17 +17,17 @@ import os
 import sys
 from pathlib import Path
 
-import detect.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads; README "CPU inference")
-from detect import dist
+import detect.runtime.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads; README "CPU inference")
 from detect.api import load_tool_model
-from detect.cli import run_command
-from detect.coco import STAT_NAMES, format_class_table, format_summary
 from detect.darknet.load import uses_channels_last
-from detect.evaluate import CocoEvaluator, EvalResult, evaluate
-from detect.files import atomic_write_text
-from detect.log import setup_logging
-from detect.precision import AMP_DTYPES, amp_dtype
-from detect.runs import next_run_dir
+from detect.evaluation.coco import STAT_NAMES, format_class_table, format_summary
+from detect.evaluation.evaluator import CocoEvaluator, EvalResult, evaluate
+from detect.runtime import dist
+from detect.runtime.commands import run_command
+from detect.runtime.files import atomic_write_text
+from detect.runtime.log import setup_logging
+from detect.runtime.precision import AMP_DTYPES, amp_dtype
+from detect.runtime.runs import next_run_dir
 
 log = logging.getLogger("detect.val")  # not __name__: under `python -m` that is __main__, outside `detect`
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from detect.checkpoint import load_checkpoint
 from detect.darknet import Darknet
 from detect.darknet.load import load_model
+from detect.darknet.pt_files import load_checkpoint
 from detect.darknet.weights import read_header
 from detect.predict import main as predict_main
 from tests.test_val import TINY_CFG, write_tiny_checkpoint

@@ -11,8 +11,8 @@ from detect.bench import model as bench_model
 from detect.bench import soak as bench_soak
 from detect.bench import train as bench_train
 from detect.bench import val as bench_val
+from detect.engine.options import build_parser
 from detect.export.cli import parse_args as export_args
-from detect.options import build_parser
 from detect.predict import parse_args as predict_args
 from detect.val import parse_args as val_args
 

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 import torch
 
-from detect import dist
-from detect.config import LossConfig
-from detect.options import TrainOptions
-from detect.train import build_trainer
+from detect.engine.config import LossConfig
+from detect.engine.options import TrainOptions
+from detect.engine.setup import build_trainer
+from detect.runtime import dist
 from tests.conftest import ROOT
 from tests.distributed import run_distributed
 from tests.test_train_dist import _StopAtStep
@@ -146,7 +146,7 @@ def _global_batch():
 def _grads_and_stats(rank: int, world: int, sync_bn: bool):
     """One forward/backward of this rank's half of the global batch; (gradients, BN running stats) as numpy."""
     from detect.darknet.model import Darknet
-    from detect.loss import YoloLoss
+    from detect.engine.loss import YoloLoss
 
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     device = torch.device("cuda", 0)

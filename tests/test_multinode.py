@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from detect.data.loader import resolve_spec
-from detect.liveness import Beacon, Mark, is_peer_failure
-from detect.options import parse_options
+from detect.engine.options import parse_options
+from detect.runtime.liveness import Beacon, Mark, is_peer_failure
 from tests.nodes import (
     c10d_rdzv,
     free_port,
@@ -90,7 +90,7 @@ def test_a_late_rank_names_itself_when_the_others_and_the_store_are_gone(monkeyp
     """The hung rank wakes after the others gave up: its own collective fails (timeout or closed connection)
     and the store is gone, yet it names itself and where it was, from the gap between its own two marks."""
     clock = iter([100.0, 101.0, 101.5, 131.5])  # start, micro-batch 2, its loss agreement, micro-batch 3
-    monkeypatch.setattr("detect.liveness.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("detect.runtime.liveness.time.monotonic", lambda: next(clock))
     store = GoneStore()
     late = Beacon(store, 1, 2, node_rank=0, timeout_s=8)
     try:

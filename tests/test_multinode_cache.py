@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from detect import dist
 from detect.data.cache import SplitLabels, cached_labels
 from detect.data.records import BadInputReport, ImageRecord
+from detect.runtime import dist
 from tests.distributed import run_distributed
 
 pytestmark = pytest.mark.slow  # three spawned processes importing torch

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from detect import dist
-from detect.options import parse_options
 from detect.darknet.load import load_model
+from detect.engine.options import parse_options
+from detect.runtime import dist
 from tests.test_train_dist import tiny_options
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +66,7 @@ def test_torchrun_two_processes_smoke(tmp_path):
 
 FAILING_RANK = """
 import sys
-from detect import loss as loss_module
+from detect.engine import loss as loss_module
 from detect import train
 
 calls = [0]

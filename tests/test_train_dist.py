@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from detect import dist
-from detect.options import TrainOptions
-from detect.train import build_trainer, run
-from detect.trainer import Trainer
+from detect.engine.options import TrainOptions
+from detect.engine.setup import build_trainer
+from detect.engine.trainer import Trainer
+from detect.runtime import dist
+from detect.train import run
 from tests.distributed import run_distributed
 
 pytestmark = pytest.mark.slow

@@ -189,7 +189,7 @@ def _subset_spec(folder, shared, count):
 def _evaluate_subset(rank, world_size, spec, cfg, weights):
     from detect.darknet.load import for_inference, load_model
     from detect.data.loader import build_eval_loader, open_split
-    from detect.evaluate import CocoEvaluator, evaluate
+    from detect.evaluation.evaluator import CocoEvaluator, evaluate
 
     model = for_inference(load_model(cfg, weights, img_size=320, exact=True).model, torch.device("cpu"))
     source = open_split(spec, "val")

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from detect import train
-from detect.trainer import Trainer
+from detect.engine.trainer import Trainer
 
 
 def _install_hooks() -> None:

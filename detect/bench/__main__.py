@@ -3,7 +3,7 @@
 import importlib
 import sys
 
-import detect.cpu_threads  # noqa: F401  (before any benchmark imports torch: OMP_WAIT_POLICY as predict and val)
+import detect.runtime.cpu_threads  # noqa: F401  (before any benchmark imports torch: OMP_WAIT_POLICY as predict and val)
 
 BENCHMARKS = {
     "model": "parameters, GFLOPs and forward latency of a cfg",

@@ -57,7 +57,7 @@ print("RESULT " + json.dumps({"images_per_s": args["batches"] * args["batch"] / 
 def measure_ours(spec_path: str, img: int, batch: int, workers: int, batches: int, cache_dir: str | None) -> dict:
     import gc
 
-    from detect.config import AugmentConfig
+    from detect.data.augment_config import AugmentConfig
     from detect.data.loader import build_train_loader
 
     loader = build_train_loader(spec_path, img, batch, AugmentConfig(**AUGMENT), workers, 32, 0, 1, seed=0,

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from detect.cli import run_command
 from detect.darknet import Darknet
 from detect.darknet.load import for_inference, load_model
+from detect.runtime.commands import run_command
 
 from .backends import build_backends, darknet_comparable
 from .timing import interleave, timed

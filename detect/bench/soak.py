@@ -7,7 +7,7 @@ and rank 0 prints one line: img/s, then per process `rss MB (workers' rss MB) fd
 epoch with the end of epoch `--settle` (start-up, first allocations and the loader's first batches are done by
 then): RSS growth per process and the spread of img/s. Goal: growth < 5%, img/s within 5%. Linux only (/proc).
 
-Evaluation mode (`--eval-images N`): the peak RSS of one evaluation (`detect.evaluate`) of a data spec's val split
+Evaluation mode (`--eval-images N`): the peak RSS of one evaluation (`detect.evaluation.evaluator`) of a data spec's val split
 repeated to N images (ids renumbered, ground truth repeated with them), in a fresh process; run it for two sizes
 to see how memory grows with the images: it should grow with the detections kept for COCOeval, nothing else.
 Figures, not pass/fail.
@@ -68,7 +68,7 @@ class _Watch:
         self.rows: list[dict] = []
 
     def __call__(self, trainer) -> None:
-        from detect import dist
+        from detect.runtime import dist
 
         figures = dist.all_gather_object(process_tree_figures(os.getpid()))
         if trainer.setup.ctx.is_main:
@@ -84,11 +84,11 @@ def _soak_rank(rank: int, world: int, port: int, args, out: str) -> None:
                       MASTER_PORT=str(port))
     import torch
 
-    from detect import dist
-    from detect.log import setup_logging
-    from detect.options import TrainOptions
-    from detect.train import build_trainer
-    from detect.trainer import Trainer
+    from detect.engine.options import TrainOptions
+    from detect.engine.setup import build_trainer
+    from detect.engine.trainer import Trainer
+    from detect.runtime import dist
+    from detect.runtime.log import setup_logging
 
     torch.set_num_threads(1)
     setup_logging(rank, world)
@@ -174,7 +174,7 @@ def run_eval_memory(args) -> int:
 
     from detect.darknet.load import for_inference, load_model
     from detect.data.loader import build_eval_loader, open_split
-    from detect.evaluate import CocoEvaluator, evaluate
+    from detect.evaluation.evaluator import CocoEvaluator, evaluate
 
     torch.set_num_threads(max(1, (os.cpu_count() or 1)))
     model = for_inference(load_model(args.cfg, args.weights, img_size=args.img, exact=True).model,

@@ -1,6 +1,6 @@
 """`python -m detect.bench train --cfg cfg/yolov3-spp.cfg --img-size 416 640 --batch-size 64 max`: throughput.
 
-Each row is the real training step of `detect.trainer.Trainer` (forward under autocast, loss, backward,
+Each row is the real training step of `detect.engine.trainer.Trainer` (forward under autocast, loss, backward,
 clipping, fused SGD step, EMA) built by `detect.train.build_setup` exactly as `train.py` builds it, on one
 process. Per cfg, input size and batch: images/s with the data excluded (two real batches, reused) and
 included (the training loader with its workers), peak memory, the model's forward GFLOPs per image and, on
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 
-from detect.config import Hyp
 from detect.data.loader import PREFETCH_FACTOR
-from detect.options import TrainOptions
+from detect.engine.config import Hyp
+from detect.engine.options import TrainOptions
 
 VARIANT_HELP = ("precision (fp32, bf16, fp16), optionally -nchw (no channels_last) and -compile, e.g. "
                 "bf16 bf16-compile fp32-nchw")
@@ -100,9 +100,9 @@ class Bench:
     """A Trainer built as train.py builds it, stepped on reused batches or on its own loader."""
 
     def __init__(self, args, cfg: str, img: int, batch: int, variant: dict, sources, run_dir: Path):
-        from detect import dist
-        from detect.train import build_setup
-        from detect.trainer import Trainer
+        from detect.engine.setup import build_setup
+        from detect.engine.trainer import Trainer
+        from detect.runtime import dist
 
         opts = TrainOptions(cfg=cfg, data=args.data, img_size=img, batch_size=batch, nbs=batch, epochs=10_000,
                             workers=args.workers, device=args.device, amp=variant["amp"],
@@ -214,8 +214,8 @@ def format_row(cfg, img, batch, variant_name, row, gflops, peak_tflops) -> str:
 def main(argv=None) -> int:
     from detect.bench.model import count_gflops
     from detect.darknet.model import Darknet
-    from detect.log import setup_logging
-    from detect.train import open_sources
+    from detect.engine.setup import open_sources
+    from detect.runtime.log import setup_logging
 
     args = parse_args(argv)
     setup_logging(0, 1, level="WARNING")

@@ -3,7 +3,7 @@
     python -m detect.bench val --cfg ../shared/darknet-cfg/yolov3-tiny.cfg \\
         --weights ../shared/weights/yolov3-tiny.weights --data data/coco-tiny.yaml --img-size 416
 
-Each process count runs the real sharded evaluation (`detect.evaluate.evaluate`); the 2-process run spawns
+Each process count runs the real sharded evaluation (`detect.evaluation.evaluator.evaluate`); the 2-process run spawns
 gloo processes on this machine (CPU) or one process per GPU. Rates are images / wall seconds of the stage:
 for several processes the slowest rank sets the stage's time. Figures, not pass/fail.
 """
@@ -44,11 +44,11 @@ def _measure(rank: int, world_size: int, port: int, args, queue) -> None:
     """One process of a measurement: the full sharded evaluation, stage times reported to the parent."""
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    from detect import dist
     from detect.darknet.load import for_inference, load_model, uses_channels_last
     from detect.data.loader import build_eval_loader, open_split
-    from detect.evaluate import CocoEvaluator, evaluate
-    from detect.precision import amp_dtype
+    from detect.evaluation.evaluator import CocoEvaluator, evaluate
+    from detect.runtime import dist
+    from detect.runtime.precision import amp_dtype
 
     try:
         ctx = dist.init_distributed(args.device)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from detect.checkpoint import checkpoint_state_dict, is_torch_checkpoint, load_checkpoint
+from detect.darknet.pt_files import checkpoint_state_dict, is_torch_checkpoint, load_checkpoint
 
 from .model import Darknet
 from .packed import pack_convolutions

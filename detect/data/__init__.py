@@ -1,10 +1,10 @@
 """The data pipeline: dataset specs, sources (COCO json, YOLO txt, synthetic), the label cache,
 augmentation, DDP samplers and the loader builders (see docs/architecture.md, detect.data)."""
 
-from detect.lazy import lazy_exports
+from detect.runtime.lazy import lazy_exports
 
 _HOMES = {
-    "AugmentConfig": "detect.config",
+    "AugmentConfig": "detect.data.augment_config",
     "build_eval_loader": "detect.data.loader",
     "build_train_loader": "detect.data.loader",
     "open_split": "detect.data.loader",

@@ -12,7 +12,7 @@ import math
 import cv2
 import numpy as np
 
-from detect.config import AugmentConfig
+from detect.data.augment_config import AugmentConfig
 from detect.data.geometry import letterbox_ratio
 
 PAD_VALUE = 114  # grey of the letterbox and mosaic borders (uint8)

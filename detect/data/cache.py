@@ -2,7 +2,7 @@
 first process of each other node where its cache folder lacks it (`dist.node_leaders_first`).
 
 The file is keyed by a content hash (file list, sizes, modification times, label contents, format version);
-a stale, corrupt or foreign cache is rebuilt with one warning line. Writes are atomic (detect.files), so a
+a stale, corrupt or foreign cache is rebuilt with one warning line. Writes are atomic (detect.runtime.files), so a
 killed build never leaves a half-written cache behind. Storage is a plain `.npz` (no pickle): flat arrays plus
 one JSON string for names, category ids and the bad-input report.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from detect.data.records import BadInputReport, ImageRecord
-from detect.dist import node_leaders_first
-from detect.files import atomic_write
+from detect.runtime.dist import node_leaders_first
+from detect.runtime.files import atomic_write
 
 log = logging.getLogger(__name__)
 

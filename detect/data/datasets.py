@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, default_collate
 
-from detect.config import AugmentConfig
 from detect.data.augment import PAD_VALUE, augment_hsv, flip_boxes_lr, geometric_augment, letterbox
+from detect.data.augment_config import AugmentConfig
 from detect.data.images import load_image, load_image_for_size, resize_long_side
 from detect.data.sources import DatasetSource
 

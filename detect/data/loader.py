@@ -7,7 +7,7 @@
     loader = build_eval_loader(source, "val", img_size, batch_size, workers, stride, rank, world_size)
     for images, targets, metas in loader: ...
 
-Batches hold uint8 images on the host (pinned when CUDA is present); `detect.preprocess.to_model_input` puts
+Batches hold uint8 images on the host (pinned when CUDA is present); `detect.ops.preprocess.to_model_input` puts
 them on the device as the model's input.
 """
 
@@ -21,7 +21,7 @@ import cv2
 import torch
 from torch.utils.data import DataLoader
 
-from detect.config import AugmentConfig
+from detect.data.augment_config import AugmentConfig
 from detect.data.datasets import EvalDataset, TrainDataset, collate_eval, collate_train, worker_init
 from detect.data.samplers import (
     EpochKeyedBatchSampler,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from detect.files import atomic_write_text
+from detect.runtime.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -67,7 +67,7 @@ class DatasetSource:
             for box, cls, difficult in zip(r.boxes.tolist(), r.classes.tolist(), r.difficult.tolist()):
                 w, h = box[2] - box[0], box[3] - box[1]
                 # COCOeval ignores only crowd boxes (its _prepare sets `ignore` from `iscrowd`): a VOC difficult
-                # box is one, flagged `difficult` so that detect.coco matches it by IoU as VOC does, not by the
+                # box is one, flagged `difficult` so that detect.evaluation.coco matches it by IoU as VOC does, not by the
                 # crowd's intersection over the detection's area
                 annotations.append({"id": len(annotations) + 1, "image_id": r.image_id,
                                     "category_id": self.category_ids[cls], "bbox": [box[0], box[1], w, h],

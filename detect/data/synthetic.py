@@ -21,8 +21,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from detect.dist import node_leaders_first
-from detect.files import atomic_write_bytes, atomic_write_text
+from detect.runtime.dist import node_leaders_first
+from detect.runtime.files import atomic_write_bytes, atomic_write_text
 
 log = logging.getLogger(__name__)
 

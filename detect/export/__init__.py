@@ -1,7 +1,7 @@
 """Export: ONNX graphs (checked with onnxruntime) and Darknet `.cfg` + `.weights`; ONNX models as stand-ins for
 the PyTorch model in detect.val and detect.predict. onnx and onnxruntime are imported only when used."""
 
-from detect.lazy import lazy_exports
+from detect.runtime.lazy import lazy_exports
 
 _HOMES = {
     "OnnxExportOptions": "detect.export.onnx_export",

@@ -16,10 +16,10 @@ import logging
 import sys
 from pathlib import Path
 
-from detect.cli import run_command
 from detect.darknet.load import load_model
 from detect.data.spec import read_class_names
-from detect.log import setup_logging
+from detect.runtime.commands import run_command
+from detect.runtime.log import setup_logging
 
 log = logging.getLogger(__name__)
 

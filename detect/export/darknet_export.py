@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from detect.files import atomic_write_text
+from detect.runtime.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from detect.boxes import xywh_to_xyxy
+from detect.ops.boxes import xywh_to_xyxy
 
 from .optional import require
 

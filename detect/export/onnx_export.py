@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from detect.darknet.packed import PackedConv
-from detect.files import atomic_write_bytes
+from detect.runtime.files import atomic_write_bytes
 
 from .metadata import OnnxMetadata
 from .nms_graph import BOXES, SCORES, NmsCandidates, append_nms

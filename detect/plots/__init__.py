@@ -2,7 +2,7 @@
 mosaics. Pure functions of plain data and a path; files are written atomically. matplotlib is imported only
 when a figure is drawn (detect.plots.render)."""
 
-from detect.lazy import lazy_exports
+from detect.runtime.lazy import lazy_exports
 
 _HOMES = {
     "plot_results": "detect.plots.results",

@@ -1,5 +1,5 @@
 """Figures and images to files: matplotlib without pyplot (no global figure state, no GUI backend), and
-JPEG mosaics through OpenCV. Everything is written atomically (detect.files).
+JPEG mosaics through OpenCV. Everything is written atomically (detect.runtime.files).
 
 matplotlib is imported here, lazily, and nowhere else: `import detect` stays light.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from detect.files import atomic_write_bytes
+from detect.runtime.files import atomic_write_bytes
 
 # one colour per class, cycled: tab10 followed by tab20's lighter halves (RGB 0-255), readable on photos
 PALETTE = (

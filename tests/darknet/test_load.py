@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from detect.checkpoint import save_pt
 from detect.darknet.load import for_inference, load_model
+from detect.darknet.pt_files import save_pt
 from detect.darknet.surgery import backbone_length, freeze_layers, init_head_priors, set_bn_momentum
 from tests.conftest import shared_path
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from detect import Darknet
-from detect.checkpoint import save_pt
 from detect.darknet.load import load_model
+from detect.darknet.pt_files import save_pt
 from detect.darknet.surgery import class_prior_logit, init_head_priors
 from detect.darknet.transfer import model_head_layouts, transfer_state
 from tests.conftest import shared_path

@@ -1,4 +1,5 @@
-from detect.config import AugmentConfig
+from detect.data.augment_config import AugmentConfig
+
 """Bad input is reported (one summary line, a log file of offenders) and skipped, never a crash."""
 
 

@@ -1,4 +1,5 @@
-from detect.config import AugmentConfig
+from detect.data.augment_config import AugmentConfig
+
 """Sampling under DDP: training indices once per epoch across ranks in a new order each epoch; every
 evaluation image on exactly one rank with the same letterbox whatever the world size."""
 

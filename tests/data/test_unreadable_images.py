@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from detect.config import AugmentConfig
+from detect.data.augment_config import AugmentConfig
 from detect.data.datasets import MAX_UNREADABLE_IN_A_ROW, EvalDataset, TrainDataset
 from detect.data.loader import build_eval_loader, build_train_loader, open_split
 from detect.data.spec import spec_from_dict

@@ -9,10 +9,10 @@ import cv2
 import numpy as np
 import pytest
 
-from detect.coco import coco_evaluate
 from detect.data.images import load_image, load_image_for_size
 from detect.data.sources import open_source
 from detect.data.spec import load_data_spec, spec_from_dict
+from detect.evaluation.coco import coco_evaluate
 from tests.conftest import ROOT, shared_path
 from tests.log_lines import log_lines
 

@@ -1,0 +1,141 @@
+"""The YOLO loss for Darknet `[yolo]` heads: box (GIoU/DIoU/CIoU), objectness BCE with an IoU target, class BCE.
+
+The loss decodes the matched predictions with exactly the head's rules (docs/darknet-format.md §3.2):
+* ``new_coords=0``: offset ``sigmoid(t)*s - (s-1)/2``, size ``exp(t)*anchor``, obj/class are logits;
+* ``new_coords=1``: the conv already applied the logistic: offset ``p*s - (s-1)/2``, size ``(2p)^2*anchor``,
+  obj/class are probabilities.
+
+Objectness is a mean over all slots of the local batch; box and class are sums over the local positives divided by
+the global positive count per rank (one small all-reduce), so the gradient DDP averages is the gradient of the
+whole global batch, however it is split across ranks. The gains of `LossConfig` (detect.engine.config)
+``box``/``obj``/``cls`` weight the parts. The cfg's Darknet normalizers (``iou_normalizer`` etc.) scale Darknet's own
+summed gradients and are not used; the head's ``iou_loss`` (giou/diou/ciou) and ``label_smooth_eps`` are.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from detect.darknet.yolo import box_parts
+from detect.engine.assign import HeadSpec, HeadTargets, build_targets
+from detect.engine.config import DEFAULT_OBJ_BALANCE, IOU_KINDS, LossConfig
+from detect.ops.boxes import aligned_iou
+from detect.runtime.dist import all_reduce_sum, get_world_size
+
+_MAX_LOG_SCALE = math.log(1000.0)  # exp(t) beyond this is a diverged prediction; keep the loss finite
+
+
+def decode_positives(raw: torch.Tensor, head: HeadSpec, t: HeadTargets, stride_xy: torch.Tensor) -> torch.Tensor:
+    """Boxes (cx, cy relative to the cell's corner, w, h; input pixels) of the matched slots: [P, 4]."""
+    xy, wh = box_parts(raw[t.image, t.anchor, t.gy, t.gx, :4], head.scale_x_y, head.new_coords, _MAX_LOG_SCALE)
+    return torch.cat([xy * stride_xy, wh * t.anchor_wh], 1)
+
+
+def bce(pred: torch.Tensor, target: torch.Tensor, probabilities: bool, reduction: str = "mean") -> torch.Tensor:
+    """Binary cross-entropy on logits, or on probabilities (new_coords heads) with clamped logs."""
+    if not probabilities:
+        return F.binary_cross_entropy_with_logits(pred, target, reduction=reduction)
+    eps = 1e-7
+    p = pred.clamp(eps, 1.0 - eps)
+    loss = -(target * p.log() + (1.0 - target) * (1.0 - p).log())
+    return loss.mean() if reduction == "mean" else loss.sum()
+
+
+def positives_per_rank(assigned: list[HeadTargets], device) -> torch.Tensor:
+    """Per head, the global number of positives divided by the world size ([heads], on `device`, at least 1e-9).
+
+    Box and class losses are sums over positives divided by this, so the gradient DDP averages equals the
+    gradient of one process that sees the whole global batch, however the positives fall across ranks.
+    It stays a device tensor: reading it on the host would stall the step until the GPU caught up.
+    """
+    counts = torch.tensor([float(t.count) for t in assigned]).to(device, non_blocking=True)
+    counts = all_reduce_sum(counts) / get_world_size()
+    return counts.clamp(min=1e-9)
+
+
+def objectness_balance(stride: float, table: dict | None) -> float:
+    table = {float(k): float(v) for k, v in (table or DEFAULT_OBJ_BALANCE).items()}
+    nearest = min(table, key=lambda k: abs(math.log2(k) - math.log2(stride)))
+    return table[nearest]
+
+
+class YoloLoss:
+    """`loss(raw_maps, targets, img_hw) -> (total, parts[box, obj, cls] detached)`; total is a scalar mean."""
+
+    def __init__(self, heads: list[HeadSpec], config: LossConfig):
+        self.heads = heads
+        self.config = config
+        for i, h in enumerate(heads):
+            kind = str(h.options.get("iou_loss", "mse"))
+            if kind not in IOU_KINDS and kind != "mse":
+                raise ValueError(f"head {i}: iou_loss {kind!r} is not one of mse, {', '.join(IOU_KINDS)}")
+
+    @classmethod
+    def for_model(cls, model, config: LossConfig) -> YoloLoss:
+        heads = [HeadSpec.from_head(h) for h in model.heads]
+        if not heads:
+            raise ValueError("the model has no [yolo] heads: it cannot be trained as a detector")
+        return cls(heads, config)
+
+    def _iou_kind(self, head: HeadSpec) -> str:
+        kind = str(head.options.get("iou_loss", "mse"))
+        return kind if kind in IOU_KINDS else self.config.iou_loss
+
+    def _smoothing(self, head: HeadSpec) -> float:
+        if self.config.label_smoothing is not None:
+            return float(self.config.label_smoothing)
+        return float(head.options.get("label_smooth_eps", 0.0))
+
+    def __call__(self, raw_maps: list[torch.Tensor], targets: torch.Tensor, img_hw: tuple[int, int]):
+        if len(raw_maps) != len(self.heads):
+            raise ValueError(f"{len(raw_maps)} head outputs but the loss knows {len(self.heads)} heads")
+        raw_maps = [r.float() for r in raw_maps]  # losses in float32 even under autocast
+        device = raw_maps[0].device
+        grids = [(int(r.shape[2]), int(r.shape[3])) for r in raw_maps]
+        # Assignment runs on the host, where the labels already are: its data-dependent shapes (nonzero) would
+        # otherwise make the host wait for the GPU several times per step. Only the positives travel.
+        assigned = build_targets(self.heads, targets.detach().float().cpu(), grids, img_hw, self.config.anchor_t)
+        assigned = [t.to(device) for t in assigned]
+        normalisers = positives_per_rank(assigned, device)
+        zero = raw_maps[0].new_zeros(())
+        box_loss, obj_loss, cls_loss = zero.clone(), zero.clone(), zero.clone()
+        for i, (raw, head, t, (gh, gw)) in enumerate(zip(raw_maps, self.heads, assigned, grids)):
+            stride = (img_hw[1] / gw, img_hw[0] / gh)
+            stride_xy = torch.tensor(stride).to(device, non_blocking=True)
+            b, o, c = self._head_loss(raw, head, t, stride_xy, normalisers[i])
+            box_loss = box_loss + b
+            obj_loss = obj_loss + o * objectness_balance(sum(stride) / 2, self.config.obj_balance)
+            cls_loss = cls_loss + c
+        cfg = self.config
+        box_loss, obj_loss, cls_loss = box_loss * cfg.box, obj_loss * cfg.obj, cls_loss * cfg.cls
+        total = box_loss + obj_loss + cls_loss
+        return total, torch.stack([box_loss, obj_loss, cls_loss]).detach()
+
+    def _head_loss(self, raw: torch.Tensor, head: HeadSpec, t: HeadTargets, stride_xy: torch.Tensor,
+                   positives: torch.Tensor):
+        """(box, obj, cls) of one head; box and cls are sums over this rank's positives / `positives`."""
+        probabilities = head.new_coords
+        # contiguous whatever the layout of `raw` (channels_last activations give a permuted view)
+        obj_target = raw.new_zeros(raw.shape[:-1])
+        box_loss = cls_loss = raw.new_zeros(())
+        if t.count:
+            pred = decode_positives(raw, head, t, stride_xy)
+            iou = aligned_iou(pred, t.box, kind=self._iou_kind(head), xywh=True)
+            box_loss = (1.0 - iou).sum() / positives
+            r = self.config.obj_iou_ratio
+            score = (1.0 - r) + r * iou.detach().clamp(min=0.0)
+            flat = ((t.image * raw.shape[1] + t.anchor) * raw.shape[2] + t.gy) * raw.shape[3] + t.gx
+            # several ground truths may share a slot: keep the best IoU, deterministically
+            obj_target.view(-1).scatter_reduce_(0, flat, score.to(obj_target.dtype), reduce="amax")
+            num_classes = raw.shape[-1] - 5
+            if num_classes > 1:
+                eps = self._smoothing(head)
+                cls_target = torch.full((t.count, num_classes), 0.5 * eps, device=raw.device)
+                cls_target[torch.arange(t.count, device=raw.device), t.cls] = 1.0 - 0.5 * eps
+                cls_sum = bce(raw[t.image, t.anchor, t.gy, t.gx, 5:], cls_target, probabilities, "sum")
+                cls_loss = cls_sum / (positives * num_classes)
+        obj_loss = bce(raw[..., 4], obj_target, probabilities)
+        return box_loss, obj_loss, cls_loss

@@ -1,0 +1,118 @@
+"""What a training run shows besides results.csv, on rank 0 only: labels.png at the start, train_batch*.jpg
+of the first batches, results.png after each evaluation and at the end, the evaluation plots
+(detect.plots.evaluation) whenever best.pt improves, and TensorBoard scalars (detect.runtime.tensorboard) every epoch.
+
+Rendering happens once per evaluation, not per step; a plot that fails logs a warning and training goes on.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from detect.runtime.files import atomic_write_text
+from detect.runtime.tensorboard import TensorBoardLog
+
+log = logging.getLogger(__name__)
+
+CSV_FIELDS = ("epoch", "box", "obj", "cls", "lr", "map50", "map", "fitness", "img_s", "time")
+
+TRAIN_MOSAICS = 3  # train_batch0..2.jpg: the first batches of the first epoch
+
+
+def _guarded(what: str, draw: Callable[[], object]) -> None:
+    try:
+        draw()
+    except Exception as e:  # noqa: BLE001 (a picture is never worth a failed run)
+        log.warning("could not write %s: %s: %s", what, type(e).__name__, e)
+
+
+class RunMonitor:
+    """Plots (`plots`) and TensorBoard (`tensorboard`) of one run; create it on rank 0 only.
+
+    Hooks: `on_batch(epoch, index, images, targets, paths)` (Trainer), `on_evaluation(result)` (the evaluator
+    callable of detect.train), `on_epoch_end(row)` after results.csv got the row (its `best` key is True when
+    best.pt was just written).
+    """
+
+    def __init__(self, run_dir: str | Path, names, epochs: int, val_source=None, plots: bool = True,
+                 tensorboard: bool = False):
+        self.run_dir, self.names, self.epochs = Path(run_dir), list(names), epochs
+        self.val_source, self.plots = val_source, plots
+        self.tensorboard = TensorBoardLog(self.run_dir) if tensorboard else None
+        self._evaluation = None  # the result of this epoch's evaluation, if any
+
+    def plot_labels(self, records) -> None:
+        """labels.png of the training labels (once, for a new run)."""
+        if self.plots:
+            from detect.plots.labels import label_statistics, plot_labels
+
+            _guarded("labels.png", lambda: plot_labels(label_statistics(records), self.names,
+                                                       self.run_dir / "labels.png"))
+
+    def on_batch(self, epoch: int, index: int, images, targets, paths=()) -> None:
+        if self.plots and epoch == 0 and index < TRAIN_MOSAICS:
+            from detect.plots.mosaics import batch_tiles, draw_mosaic
+
+            path = self.run_dir / f"train_batch{index}.jpg"
+            _guarded(path.name, lambda: draw_mosaic(batch_tiles(images.numpy(), targets.numpy(), paths), self.names,
+                                                    path))
+
+    def on_evaluation(self, result) -> None:
+        self._evaluation = result
+
+    def on_epoch_end(self, row: dict) -> None:
+        evaluation, self._evaluation = self._evaluation, None
+        if self.tensorboard is not None:
+            self.tensorboard.log_epoch(row)
+            if row["epoch"] >= self.epochs:
+                self.tensorboard.close()
+        if not self.plots:
+            return
+        if evaluation is not None or row["epoch"] >= self.epochs:
+            from detect.plots.results import plot_results, read_results_csv
+
+            _guarded("results.png", lambda: plot_results(read_results_csv(self.run_dir / "results.csv"),
+                                                         self.run_dir / "results.png"))
+        if row.get("best") and evaluation is not None and self.val_source is not None:
+            from detect.plots.evaluation import write_eval_plots
+
+            _guarded("the evaluation plots", lambda: write_eval_plots(self.run_dir, evaluation.results,
+                                                                      self.val_source))
+
+
+def chain(*callbacks: Callable | None) -> Callable:
+    """One callable calling each given callback in turn with the same arguments."""
+    present = [c for c in callbacks if c is not None]
+
+    def call(*args):
+        for callback in present:
+            callback(*args)
+
+    return call
+
+
+class ResultsCsv:
+    """results.csv of a run, one row per epoch; the whole file is rewritten atomically, so a reader (or a kill
+    mid-write) never sees a half row."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __call__(self, row: dict) -> None:
+        out = io.StringIO()
+        w = csv.DictWriter(out, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+        if not self.path.exists():
+            w.writeheader()
+        w.writerow({k: (f"{row[k]:.6g}" if isinstance(row.get(k), float) else row.get(k, "")) for k in CSV_FIELDS})
+        old = self.path.read_text() if self.path.exists() else ""
+        try:
+            atomic_write_text(self.path, old + out.getvalue())
+        except OSError as e:  # a report, not state: the checkpoint decides whether the run can go on
+            log.warning("%s not updated (%s: %s); it is as it was, and training goes on", self.path,
+                        type(e).__name__, e)
+        log.info("epoch %d: box %.4f obj %.4f cls %.4f lr %.2e mAP@0.5 %s (%.1f s)", row["epoch"], row["box"],
+                 row["obj"], row["cls"], row["lr"], f"{row['map50']:.4f}" if "map50" in row else "-", row["time"])

@@ -1,0 +1,162 @@
+"""Command-line options of `train.py`, their validation and the hyperparameter file.
+
+Everything a user can get wrong is checked here, before any process group, model or loader is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from detect.engine.config import load_hyp
+from detect.engine.optim import OPTIMIZERS, SCHEDULES
+from detect.runtime.dist import DEFAULT_TIMEOUT_S
+from detect.runtime.precision import AMP_MODES
+from detect.runtime.tensorboard import tensorboard_available
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository: cfg/, data/
+DEFAULT_CFG = ROOT / "cfg" / "yolo-mini.cfg"
+DEFAULT_DATA = ROOT / "data" / "synthetic.yaml"
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """The run's settings (flags); hyperparameters are `detect.engine.config.Hyp`, read from `hyp`."""
+
+    cfg: str = str(DEFAULT_CFG)
+    data: str = str(DEFAULT_DATA)
+    hyp: str | None = None  # None: the defaults of detect.engine.config (cfg/hyp.yaml lists them)
+    weights: str | None = None
+    epochs: int = 20
+    batch_size: int = 8
+    img_size: int | None = None
+    device: str = "auto"
+    workers: int = 1
+    project: str = "runs/train"
+    name: str = "exp"
+    exist_ok: bool = False
+    resume: str | None = None
+    sync_bn: str = "auto"
+    freeze: str | None = None
+    seed: int = 0
+    optimizer: str = "sgd"
+    schedule: str = "cos"
+    nbs: int | None = None  # None: 64, or fewer for a short fine-tune (detect.engine.finetune)
+    amp: str = "auto"
+    ema: bool = True
+    multi_scale: bool = False
+    anchors: str = "keep"
+    compile: bool = False
+    eval_interval: int = 1
+    max_batches: int | None = None
+    cache_dir: str | None = None
+    plots: bool = True
+    tensorboard: bool = False
+    dist_timeout: float = DEFAULT_TIMEOUT_S  # seconds a collective waits for the slowest rank (detect.runtime.dist)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = TrainOptions()
+    p = argparse.ArgumentParser(
+        prog="train.py", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Train a Darknet .cfg detector. Same file under `python train.py` (one process) and "
+                    "`torchrun --nproc_per_node=N train.py` (DDP; gloo on CPU, NCCL on CUDA).")
+    p.add_argument("--cfg", default=d.cfg, help="Darknet model .cfg")
+    p.add_argument("--data", default=d.data, help="dataset spec yaml (data/*.yaml)")
+    p.add_argument("--hyp", default=None,
+                   help="hyperparameter yaml (optimiser, loss gains, augmentation); keys left out keep their "
+                        "defaults, which cfg/hyp.yaml lists (default: those defaults)")
+    p.add_argument("--weights", default=None,
+                   help="initial weights: Darknet .weights, a partial backbone (e.g. darknet53.conv.74) or a .pt; "
+                        "every tensor whose shape matches is loaded (fine-tuning onto another class count)")
+    p.add_argument("--epochs", type=int, default=d.epochs, help="epochs to train")
+    p.add_argument("--batch-size", "--batch", type=int, default=d.batch_size,
+                   help="images per process per micro-batch")
+    p.add_argument("--img-size", "--img", type=int, default=None,
+                   help="training/eval size in pixels (default: cfg [net] width)")
+    p.add_argument("--device", default=d.device, help="auto, cpu, cuda or cuda:N (torchrun: one GPU per local rank)")
+    p.add_argument("--workers", type=int, default=d.workers, help="data-loader workers per process")
+    p.add_argument("--project", default=d.project, help="folder holding the run folders")
+    p.add_argument("--name", default=d.name, help="run folder name under --project (exp, exp2, ... unless --exist-ok)")
+    p.add_argument("--exist-ok", action="store_true", help="reuse an existing run folder instead of a new one")
+    p.add_argument("--resume", nargs="?", const="auto", default=None,
+                   help="continue a run exactly: a last.pt path, or no value for the newest runs/train/*/last.pt")
+    p.add_argument("--sync-bn", default=d.sync_bn, choices=("auto", "on", "off"),
+                   help="SyncBatchNorm: auto = CUDA with more than one process")
+    p.add_argument("--freeze", default=None,
+                   help="'backbone' or N: freeze those layers (weights and BatchNorm statistics)")
+    p.add_argument("--seed", type=int, default=d.seed,
+                   help="base seed (shuffle shared by all ranks; augmentation seeded per sample by seed, epoch, index)")
+    p.add_argument("--optimizer", default=d.optimizer, choices=OPTIMIZERS, help="SGD (Nesterov) or AdamW")
+    p.add_argument("--schedule", default=d.schedule, choices=SCHEDULES,
+                   help="learning-rate schedule after warm-up (step uses hyp steps/scales, Darknet-style)")
+    p.add_argument("--cos", dest="schedule", action="store_const", const="cos", help="same as --schedule cos")
+    p.add_argument("--step", dest="schedule", action="store_const", const="step", help="same as --schedule step")
+    p.add_argument("--nbs", type=int, default=None,
+                   help="nominal batch size reached by gradient accumulation (default: 64; a short fine-tune "
+                        "from --weights accumulates less so that it makes enough optimiser steps)")
+    p.add_argument("--amp", default=d.amp, choices=AMP_MODES,
+                   help="mixed precision on CUDA: auto = bf16 where supported else fp16; ignored on the CPU")
+    p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
+    p.add_argument("--no-ema", dest="ema", action="store_false", help="evaluate and save the raw weights, no EMA")
+    p.add_argument("--anchors", default=d.anchors, choices=("keep", "fit"),
+                   help="fit: recompute the cfg's anchors for this dataset (k-means + refinement for recall) and "
+                        "train with them (written to the run's model.cfg and checkpoints); keep: the cfg's "
+                        "(their fit is checked and logged either way)")
+    p.add_argument("--multi-scale", action="store_true", help="random input size per step in [0.5, 1.5] x img size")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (fuses BatchNorm and activations; the first steps compile)")
+    p.add_argument("--eval-interval", type=int, default=d.eval_interval, help="evaluate every N epochs (and last)")
+    p.add_argument("--max-batches", type=int, default=None, help="stop each epoch after N micro-batches (smoke runs)")
+    p.add_argument("--cache-dir", default=None, help="label cache / generated-data folder (default: the data module's)")
+    p.add_argument("--no-plots", dest="plots", action="store_false",
+                   help="no pictures in the run folder (results.png, labels.png, PR/F1/confusion, mosaics)")
+    p.add_argument("--tensorboard", action="store_true",
+                   help="log losses, lr, mAPs and images/s per epoch for TensorBoard in the run folder")
+    p.add_argument("--dist-timeout", type=float, default=d.dist_timeout, metavar="SECONDS",
+                   help="a rank that does not reach a collective within this ends the group, with a message "
+                        "naming it (long enough for rank 0 to build a label cache or run COCOeval)")
+    return p
+
+
+def _positive(name: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if value is None or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value}")
+
+
+def validate(opts: TrainOptions) -> TrainOptions:
+    """Fail early, naming the flag and what would be right."""
+    _positive("--epochs", opts.epochs)
+    _positive("--batch-size", opts.batch_size)
+    _positive("--nbs", opts.nbs, allow_none=True)
+    _positive("--eval-interval", opts.eval_interval)
+    _positive("--max-batches", opts.max_batches, allow_none=True)
+    if not opts.dist_timeout > 0:
+        raise ValueError(f"--dist-timeout must be a positive number of seconds, got {opts.dist_timeout}")
+    if opts.workers < 0:
+        raise ValueError(f"--workers must be >= 0, got {opts.workers}")
+    if opts.img_size is not None and (opts.img_size < 32 or opts.img_size % 32):
+        raise ValueError(f"--img-size must be a multiple of 32 (>= 32), got {opts.img_size}")
+    if opts.freeze is not None and opts.freeze != "backbone" and not opts.freeze.isdigit():
+        raise ValueError(f"--freeze must be 'backbone' or a number of layers, got {opts.freeze!r}")
+    for flag, path in (("--cfg", opts.cfg), ("--data", opts.data), ("--hyp", opts.hyp)):
+        if path is not None and not Path(path).is_file():
+            raise FileNotFoundError(f"{flag} {path}: no such file")
+    if opts.weights is not None and not Path(opts.weights).is_file():
+        raise FileNotFoundError(f"--weights {opts.weights}: no such file")
+    if opts.tensorboard and not tensorboard_available():
+        raise ValueError("--tensorboard needs the tensorboard package (pip install tensorboard)")
+    return opts
+
+
+def parse_options(argv=None) -> TrainOptions:
+    args = build_parser().parse_args(argv)
+    opts = validate(TrainOptions(**vars(args)))
+    load_hyp(opts.hyp)  # a bad hyp file fails here, before any process group is started
+    return opts

@@ -1,0 +1,75 @@
+"""Where a run resumes from: --resume, a torchrun restart, a damaged last.pt (the previous one kept beside it),
+and what to tell the user when the group breaks. Global rank 0 reads the checkpoint and hands it to every rank."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from detect.darknet.pt_files import load_checkpoint
+from detect.engine.checkpoint import check_resumable, previous_path
+from detect.engine.options import TrainOptions
+from detect.runtime import dist
+
+log = logging.getLogger(__name__)
+
+
+def find_resume_checkpoint(opts: TrainOptions, restarted: bool = False) -> Path | None:
+    """The checkpoint to resume: --resume PATH, --resume (newest last.pt), or after a torchrun restart (of any
+    rank's launch: a node that rejoins an elastic group starts its count afresh)."""
+    if opts.resume not in (None, "auto"):
+        return Path(opts.resume)
+    if opts.resume == "auto" or restarted:
+        found = sorted(Path(opts.project).glob("*/last.pt"), key=lambda p: p.stat().st_mtime)
+        if found:
+            if restarted and opts.resume is None:
+                log.warning("torchrun restarted the group: resuming from %s", found[-1])
+            return found[-1]
+        if opts.resume == "auto":
+            raise FileNotFoundError(f"--resume: no {opts.project}/*/last.pt to resume from")
+    return None
+
+
+def load_resumable(path: Path) -> tuple[Path, dict]:
+    """(path, checkpoint) of `path`, or of the previous checkpoint kept beside it (last.prev.pt) when `path` is
+    missing, truncated or corrupt; the bad file is renamed *.corrupt.pt so that the next save cannot rotate it
+    into the place of the good one."""
+    try:
+        ckpt = load_checkpoint(path)
+        check_resumable(ckpt, path)
+        return path, ckpt
+    except (ValueError, FileNotFoundError) as e:
+        prev = previous_path(path)
+        if not prev.is_file():
+            raise
+        ckpt = load_checkpoint(prev)
+        check_resumable(ckpt, prev)
+        log.warning("%s; resuming from the previous checkpoint %s (epoch %d) instead", e, prev, ckpt["epoch"])
+    if path.exists():
+        path.replace(path.with_name(f"{path.stem}.corrupt{path.suffix}"))
+    return prev, ckpt
+
+
+def resume_checkpoint(opts: TrainOptions, ctx: dist.DistContext) -> tuple[Path, dict] | None:
+    """Global rank 0 finds and reads the checkpoint (it wrote it; other nodes may not see its disk) and every rank
+    gets it from rank 0; None for a new run."""
+    restarted = any(dist.all_gather_object(int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0))
+    found = None
+    with dist.rank0_first():
+        if ctx.is_main:
+            path = find_resume_checkpoint(opts, restarted)
+            found = load_resumable(path) if path is not None else None
+    found = dist.broadcast_object(found)
+    return (Path(found[0]), found[1]) if found is not None else None
+
+
+def explain_group_failure(exc: Exception, ctx: dist.DistContext, last: Path) -> None:
+    """When a collective failed: which rank (and node) did not arrive, and how to go on."""
+    who = dist.explain_failure(ctx, exc)
+    if who is None:
+        return
+    elastic = os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") not in ("", "0")
+    then = ("torchrun restarts the group, which resumes from it" if elastic else
+            f"relaunch the job (every node's torchrun) with --resume {last}")
+    log.error("the group broke: %s. The last checkpoint is %s; %s", who, last, then)

@@ -1,0 +1,204 @@
+"""The training loop: DDP step with accumulation and no_sync, AMP, clipping, EMA, schedule, the epoch's
+evaluation and checkpoint.
+
+`Trainer.fit()` runs the epochs; everything it needs is built by `detect.engine.setup` and passed in
+(`TrainSetup`); the checkpoint it writes and restores is `detect.engine.trainer_state`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from pathlib import Path
+
+import torch
+
+from detect.engine.checkpoint import rng_state, set_rng_state
+from detect.engine.progress import EpochProgress
+from detect.engine.trainer_state import (
+    NonFiniteLossError,
+    TrainSetup,
+    TrainState,
+    restore_checkpoint,
+    sync_ema_buffers,
+    write_checkpoint,
+)
+from detect.ops.preprocess import to_model_input
+from detect.runtime import dist
+from detect.runtime.precision import autocast
+
+log = logging.getLogger(__name__)
+
+
+class Trainer:
+    def __init__(self, setup: TrainSetup, state: TrainState | None = None, on_epoch_end=None, on_batch=None):
+        self.setup = setup
+        self.state = state or TrainState()
+        self.on_epoch_end = on_epoch_end  # callable(epoch, row dict) on rank 0 (results.csv)
+        self.on_batch = on_batch  # callable(epoch, index, images, targets, paths) on rank 0 (batch mosaics)
+        self.stop_signal = False  # set by the SIGTERM handler
+
+    # ---- one micro-batch -------------------------------------------------------------------------------------
+    def _prepare(self, images: torch.Tensor, micro_index: int) -> torch.Tensor:
+        x = to_model_input(images, self.setup.ctx.device)
+        if self.setup.multi_scale is not None:
+            x = self.setup.multi_scale.resize(x, self.setup.multi_scale.size_for(micro_index))
+        return x.contiguous(memory_format=torch.channels_last) if self.setup.channels_last else x
+
+    def _post(self, micro_index: int, phase: int, what: str) -> None:
+        """Tell the group this rank reached `what` of micro-batch `micro_index` (phase 0, 1), the end of the
+        epoch whose last micro-batch it is (phase 2) or rank 0's own work after it (phase 3: results and plots,
+        which the others do not wait for until the next forward), so a rank that hangs can be named
+        (detect.runtime.liveness)."""
+        dist.post_progress(self.setup.ctx, 4 * micro_index + phase, f"micro-batch {micro_index}, {what}")
+
+    def _agree(self, nonfinite: bool) -> tuple[bool, bool]:
+        """(any rank non-finite, any rank asked to stop): one all-reduce so every rank takes the same branch."""
+        flags = torch.tensor([float(nonfinite), float(self.stop_signal)], device=self.setup.ctx.device)
+        dist.all_reduce_sum(flags)
+        return bool(flags[0] > 0), bool(flags[1] > 0)
+
+    def _micro_step(self, images, targets, micro_index: int, sync: bool) -> torch.Tensor | None:
+        """Forward + backward of one micro-batch; None when the loss was non-finite on some rank (skipped)."""
+        self._post(micro_index, 0, "before its forward")  # DDP's forward broadcasts buffers: a collective
+        x = self._prepare(images, micro_index)
+        no_sync = getattr(self.setup.ddp_model, "no_sync", None)
+        sync_ctx = no_sync() if (no_sync is not None and not sync) else contextlib.nullcontext()
+        with sync_ctx:
+            with autocast(self.setup.ctx.device, self.setup.amp_dtype):
+                raw = self.setup.ddp_model(x)
+            loss, parts = self.setup.loss(raw, targets, (x.shape[2], x.shape[3]))
+            self._post(micro_index, 1, "before the loss agreement")
+            nonfinite, stop = self._agree(not bool(torch.isfinite(loss)))
+            self.state.stop_requested |= stop
+            if nonfinite:
+                return None
+            # gradient of one optimiser step = nbs x the mean over its micro-batches (world-size independent)
+            self.setup.scaler.scale(loss * (self.setup.opts.nbs / self.setup.accumulate)).backward()
+        return parts
+
+    def _optimizer_step(self) -> float:
+        s = self.setup
+        lr = s.schedule.apply(s.optimizer, self.state.step)
+        if not any(p.grad is not None for g in s.optimizer.param_groups for p in g["params"]):
+            # every micro-batch of this window was skipped (non-finite loss, agreed by all ranks): nothing to
+            # apply, and GradScaler refuses an update without gradients; the schedule still moves on
+            self.state.step += 1
+            return lr
+        s.scaler.unscale_(s.optimizer)
+        clip = s.hyp.optim.grad_clip
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(s.model.parameters(), clip)
+        s.scaler.step(s.optimizer)
+        s.scaler.update()
+        s.optimizer.zero_grad(set_to_none=True)
+        if s.ema is not None:
+            s.ema.update(s.model)
+        self.state.step += 1
+        return lr
+
+    def _count_nonfinite(self, parts) -> None:
+        st = self.state
+        if parts is not None:
+            st.nonfinite_run = 0
+            return
+        st.nonfinite_total += 1
+        st.nonfinite_run += 1
+        log.warning("non-finite loss: micro-batch skipped (%d in a row, %d in total)", st.nonfinite_run,
+                    st.nonfinite_total)
+        limit = self.setup.hyp.optim.max_nonfinite
+        if st.nonfinite_run >= limit:
+            raise NonFiniteLossError(f"the loss was non-finite for {limit} micro-batches in a row (epoch "
+                                     f"{st.epoch}, step {st.step}): lower lr0 in the hyp file, check the labels, "
+                                     f"or try --amp off")
+
+    def train_step(self, images, targets, micro_index: int, last_of_window: bool):
+        """One micro-batch, and the optimiser step when it closes an accumulation window.
+        Returns (loss parts [box, obj, cls] on the device or None when skipped, lr of the step or None)."""
+        parts = self._micro_step(images, targets, micro_index, sync=last_of_window)
+        self._count_nonfinite(parts)
+        return parts, (self._optimizer_step() if last_of_window else None)
+
+    # ---- one epoch -------------------------------------------------------------------------------------------
+    def _set_train_mode(self) -> None:
+        self.setup.model.train()
+        for bn in self.setup.frozen_bn:  # frozen layers keep their BatchNorm statistics
+            bn.eval()
+
+    def train_epoch(self) -> dict:
+        s, st = self.setup, self.state
+        epoch = st.epoch
+        if st.epoch_rng is not None and st.batch_in_epoch:
+            set_rng_state(st.epoch_rng)  # replay the interrupted epoch's random stream
+        # process RNG states (augmentation is seeded per sample by the loader and needs no state)
+        st.epoch_rng = rng_state()
+        self._set_train_mode()
+        n_batches = len(s.train_loader)  # --max-batches is applied by the loader
+        skip = st.batch_in_epoch
+        # loss sums stay on the device: reading them every step would make the host wait for the GPU
+        sums, counted, images_seen = torch.zeros(3, device=s.ctx.device), 0, 0
+        lr = s.optimizer.param_groups[0]["lr"]
+        bar = EpochProgress(s.progress and s.ctx.is_main, n_batches, epoch, s.opts.epochs, skip, s.ctx.device)
+        start = time.perf_counter()
+        for i, (images, targets, paths) in enumerate(s.train_loader.epoch(epoch, skip), start=skip):
+            if self.on_batch is not None:
+                self.on_batch(epoch, i, images, targets, paths)
+            last_of_window = (i + 1) % s.accumulate == 0 or i == n_batches - 1
+            parts, step_lr = self.train_step(images, targets, epoch * n_batches + i, last_of_window)
+            if parts is not None:
+                sums += parts
+                counted += 1
+            images_seen += images.shape[0]
+            if last_of_window:
+                lr = step_lr
+                st.batch_in_epoch = i + 1
+                if st.stop_requested:
+                    break
+            bar.update(sums, counted, lr, images_seen * s.ctx.world_size, start)
+        bar.close()
+        mean = dist.all_reduce_mean(sums / max(counted, 1)).cpu()
+        return {"box": float(mean[0]), "obj": float(mean[1]), "cls": float(mean[2]), "lr": lr,
+                "img_s": images_seen * s.ctx.world_size / max(time.perf_counter() - start, 1e-9)}
+
+    # ---- checkpoints ---------------------------------------------------------------------------------------
+    def checkpoint(self, path: Path, best: bool = False) -> None:
+        """Collective: every rank's RNG state to rank 0, which writes `path` (and best.pt when `best`);
+        `CheckpointWriteError` on every rank when it could not (detect.engine.trainer_state.write_checkpoint)."""
+        write_checkpoint(self.setup, self.state, path, best)
+
+    def restore(self, ckpt: dict) -> None:
+        """Load a resumable checkpoint into the bare model, EMA, optimiser, scaler and loop state."""
+        restore_checkpoint(self.setup, self.state, ckpt)
+
+    # ---- the run ---------------------------------------------------------------------------------------------
+    def fit(self) -> TrainState:
+        s, st = self.setup, self.state
+        while st.epoch < s.opts.epochs:
+            t0 = time.perf_counter()
+            row = self.train_epoch()
+            if st.stop_requested:
+                log.warning("stop requested (SIGTERM): saving %s at epoch %d, batch %d and exiting",
+                            s.run_dir / "last.pt", st.epoch + 1, st.batch_in_epoch)
+                self.checkpoint(s.run_dir / "last.pt")
+                return st
+            st.epoch += 1
+            st.batch_in_epoch = 0
+            self._post(st.epoch * len(s.train_loader) - 1, 2, "the epoch's evaluation and checkpoint")
+            final = st.epoch == s.opts.epochs
+            sync_ema_buffers(s)
+            fitness, metrics = None, {}
+            if s.evaluate_fn is not None and (st.epoch % s.opts.eval_interval == 0 or final):
+                fitness, metrics = s.evaluate_fn(s.ema.module if s.ema is not None else s.model)
+            elif s.evaluate_fn is None:  # no evaluator: a loss-based fitness keeps best.pt meaningful
+                fitness = -(row["box"] + row["obj"] + row["cls"])
+            row.update(metrics, epoch=st.epoch, time=time.perf_counter() - t0, fitness=fitness)
+            improved = fitness is not None and fitness > st.best_fitness
+            row["best"] = improved  # best.pt is this epoch's (the plots of its evaluation follow)
+            if improved:
+                st.best_fitness = fitness
+            self.checkpoint(s.run_dir / "last.pt", best=improved)
+            if self.on_epoch_end is not None and dist.is_main_process():
+                self._post(st.epoch * len(s.train_loader) - 1, 3, "rank 0's results and plots of the epoch")
+                self.on_epoch_end(row)
+        return st

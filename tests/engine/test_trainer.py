@@ -1,0 +1,52 @@
+"""The Trainer in this process, no process group: two micro-batches make one optimiser step."""
+
+import torch
+
+from detect.engine.setup import build_trainer
+from detect.runtime import dist
+from tests.test_train_dist import tiny_options
+
+
+def test_two_micro_batches_make_one_step_in_process(tmp_path):
+    ctx = dist.DistContext(0, 1, 0, torch.device("cpu"), None)
+    assert not torch.distributed.is_initialized()
+    trainer = build_trainer(tiny_options(tmp_path), ctx)
+    setup = trainer.setup
+    try:
+        assert setup.accumulate == 2 and setup.opts.nbs == 8 and setup.hyp.optim.lr0 == 0.02
+        before = [p.detach().clone() for p in setup.model.parameters()]
+        trainer._set_train_mode()
+        batches = setup.train_loader.epoch(0)
+        lrs = []
+        for i in range(2):
+            images, targets, _ = next(batches)
+            parts, lr = trainer.train_step(images, targets, i, last_of_window=i == 1)
+            assert parts.shape == (3,) and torch.isfinite(parts).all() and float(parts.sum()) > 0
+            lrs.append(lr)
+        assert lrs[0] is None and lrs[1] == setup.schedule.values(0)[0][0]  # lr of step 0 of the schedule
+        assert trainer.state.step == 1 and setup.ema.updates == 1
+        changed = {id(p) for a, p in zip(before, setup.model.parameters()) if not torch.equal(a, p)}
+        # warm-up starts the weight groups at lr 0 and the bias group at warmup_bias_lr: exactly those move
+        moving = {id(p) for g in setup.optimizer.param_groups if g["lr"] > 0 for p in g["params"]}
+        assert changed == moving and len(moving) == 12  # the 12 bias vectors
+        assert all(p.grad is None for p in setup.model.parameters())  # cleared for the next window
+    finally:
+        setup.train_loader.close()
+
+
+def test_anchors_fit_rewrites_the_runs_cfg_and_the_model(tmp_path):
+    from pathlib import Path
+
+    from detect.engine.anchor_fitting import read_anchor_layout
+
+    ctx = dist.DistContext(0, 1, 0, torch.device("cpu"), None)
+    trainer = build_trainer(tiny_options(tmp_path, anchors="fit"), ctx)
+    setup = trainer.setup
+    setup.train_loader.close()
+    fitted = read_anchor_layout((setup.run_dir / "model.cfg").read_text()).anchors
+    original = read_anchor_layout(Path(setup.opts.cfg).read_text()).anchors
+    assert fitted.tolist() != original.tolist()
+    # the model trains with them, and its cfg_text (what checkpoints store) carries them
+    assert read_anchor_layout(setup.model.cfg_text).anchors.tolist() == fitted.tolist()
+    used = {tuple(a) for head in setup.model.heads for a in head.anchors.tolist()}
+    assert used <= {tuple(float(v) for v in a) for a in fitted.tolist()}
