@@ -1,4 +1,5 @@
-"""Imports inside `detect` run one way: the graph of `detect` modules has no cycle.
+"""Imports inside `detect` run one way: the graph of `detect` modules has no cycle, and packages import only
+from the layers below their own (`LAYERS`, docs/architecture.md).
 
 Every `import` and `from ... import` counts, at module level and inside functions (a deferred import still
 ties two modules together; it only hides the circle from the interpreter). Relative imports are resolved.
@@ -13,6 +14,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "detect"
+
+# The layers of `detect`, lowest first: a unit (a package, or an entry-point module at the top) imports only
+# from units of lower layers; units of one layer are independent of each other, except the entry points, which
+# may use one another (val and predict use api) as long as no circle forms.
+LAYERS = (
+    ("runtime", "ops"),  # process plumbing; tensor helpers: nothing else of detect
+    ("darknet", "data"),  # the model and its files; datasets to batches
+    ("evaluation", "plots", "export"),  # NMS and COCO metrics; pictures; ONNX / Darknet export and runtime
+    ("engine",),  # training
+    ("api", "train", "val", "predict", "bench"),  # entry points
+)
+ENTRY_LAYER = len(LAYERS) - 1
 
 
 def package_modules(root: Path, package: str) -> dict[str, Path]:
@@ -131,7 +144,57 @@ def test_detect_imports_run_one_way():
     cycles = find_cycles(import_graph())
     listing = "\n".join(" -> ".join(cycle) for cycle in cycles)
     print(f"import cycles in {PACKAGE}: {len(cycles)}" + (f"\n{listing}" if listing else ""))
-    assert not cycles, f"import cycles in {PACKAGE} (each module imports the next, the last the first):\n{listing}"
+    assert not cycles, f"import cycles in {PACKAGE} (each imports the next, the last the first):\n{listing}"
+
+
+def unit_of(module: str) -> str:
+    """The layer unit of a module: the package (or top-level module) right under `detect`; `detect` itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def layer_violations(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """Every import edge that goes up a layer, sideways between two units of one layer (outside the entry
+    layer), or to a unit no layer names."""
+    layer = {u: i for i, units in enumerate(layers) for u in units}
+    top = len(layers) - 1
+    bad = []
+    for a in sorted(graph):
+        for b in sorted(graph[a]):
+            ua, ub = unit_of(a), unit_of(b)
+            if ua == ub or ua == PACKAGE:  # within a unit; the root package only re-exports lazily
+                continue
+            if ua not in layer or ub not in layer:
+                bad.append(f"{a} -> {b}: {ua if ua not in layer else ub} is in no layer")
+            elif layer[ub] > layer[ua]:
+                bad.append(f"{a} -> {b}: {ua} (layer {layer[ua] + 1}) imports from above ({layer[ub] + 1})")
+            elif layer[ub] == layer[ua] and layer[ua] != top:
+                bad.append(f"{a} -> {b}: {ua} and {ub} share layer {layer[ua] + 1}, which keeps them apart")
+    return bad
+
+
+def test_layer_rule_finds_upward_sideways_and_unknown_imports():
+    graph = {"detect.runtime.log": {"detect.engine.loss"}, "detect.darknet.model": {"detect.data.spec"},
+             "detect.engine.loss": {"detect.runtime.log", "detect.misc.x"}, "detect.val": {"detect.api"},
+             "detect.api": {"detect.darknet.model"}}
+    assert layer_violations(graph) == [
+        "detect.darknet.model -> detect.data.spec: darknet and data share layer 2, which keeps them apart",
+        "detect.engine.loss -> detect.misc.x: misc is in no layer",
+        "detect.runtime.log -> detect.engine.loss: runtime (layer 1) imports from above (4)"]
+
+
+def test_detect_packages_import_only_lower_layers():
+    bad = layer_violations(import_graph())
+    assert not bad, "imports against the layers (tests/test_imports.py LAYERS):\n" + "\n".join(bad)
+
+
+def test_the_top_of_detect_is_packages_and_entry_points_only():
+    """`ls detect/` reads as the architecture: every unit is a package or an entry point of the top layer."""
+    units = {p.stem for p in (ROOT / PACKAGE).iterdir() if p.suffix == ".py" and p.stem != "__init__"}
+    units |= {p.name for p in (ROOT / PACKAGE).iterdir() if (p / "__init__.py").is_file()}
+    assert units == {u for layer in LAYERS for u in layer}
+    modules = {u for u in units if (ROOT / PACKAGE / f"{u}.py").is_file()}
+    assert modules <= set(LAYERS[ENTRY_LAYER]), f"modules outside a package, not entry points: {modules}"
 
 
 def test_packages_import_torch_and_opencv_only_when_a_name_needs_them():

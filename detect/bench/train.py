@@ -1,7 +1,7 @@
 """`python -m detect.bench train --cfg cfg/yolov3-spp.cfg --img-size 416 640 --batch-size 64 max`: throughput.
 
 Each row is the real training step of `detect.engine.trainer.Trainer` (forward under autocast, loss, backward,
-clipping, fused SGD step, EMA) built by `detect.train.build_setup` exactly as `train.py` builds it, on one
+clipping, fused SGD step, EMA) built by `detect.engine.setup.build_setup` exactly as `train.py` builds it, on one
 process. Per cfg, input size and batch: images/s with the data excluded (two real batches, reused) and
 included (the training loader with its workers), peak memory, the model's forward GFLOPs per image and, on
 CUDA, the fraction of the measured bf16 matrix-multiply peak the step reaches

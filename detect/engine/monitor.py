@@ -34,7 +34,7 @@ class RunMonitor:
     """Plots (`plots`) and TensorBoard (`tensorboard`) of one run; create it on rank 0 only.
 
     Hooks: `on_batch(epoch, index, images, targets, paths)` (Trainer), `on_evaluation(result)` (the evaluator
-    callable of detect.train), `on_epoch_end(row)` after results.csv got the row (its `best` key is True when
+    callable of detect.engine.setup), `on_epoch_end(row)` after results.csv got the row (its `best` key is True when
     best.pt was just written).
     """
 
