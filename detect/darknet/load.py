@@ -31,6 +31,19 @@ class LoadedModel:
     names: list[str] | None  # class names a .pt carries (None for .weights)
 
 
+def check_img_size(img_size: int, stride: int, flag: str = "--img-size") -> int:
+    """The one check of a requested input size against a model's largest stride (train, val, predict, export and
+    the Python API): a positive multiple of `stride`, else a ValueError that names the flag and the nearest sizes
+    that work."""
+    if img_size >= stride and img_size % stride == 0:
+        return img_size
+    below = max(stride, img_size // stride * stride)
+    above = below + stride if below < img_size else below
+    nearest = f"{below} or {above}" if below != above else f"{below}"
+    raise ValueError(f"{flag} {img_size} must be a multiple of the model's largest stride {stride} (and at least "
+                     f"{stride}): try {nearest}")
+
+
 def load_model(cfg=None, weights=None, *, num_classes: int | None = None, names: list[str] | None = None,
                img_size=None, exact: bool = False) -> LoadedModel:
     """Build `cfg` (a path or cfg text; a .pt may supply its own) and load `weights` into it. `names`, the

@@ -9,6 +9,7 @@ import argparse
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from detect.darknet.load import check_img_size
 from detect.engine.config import load_hyp
 from detect.engine.optim import OPTIMIZERS, SCHEDULES
 from detect.runtime.dist import DEFAULT_TIMEOUT_S
@@ -141,8 +142,8 @@ def validate(opts: TrainOptions) -> TrainOptions:
         raise ValueError(f"--dist-timeout must be a positive number of seconds, got {opts.dist_timeout}")
     if opts.workers < 0:
         raise ValueError(f"--workers must be >= 0, got {opts.workers}")
-    if opts.img_size is not None and (opts.img_size < 32 or opts.img_size % 32):
-        raise ValueError(f"--img-size must be a multiple of 32 (>= 32), got {opts.img_size}")
+    if opts.img_size is not None:  # every cfg's largest stride is 32 or more: refuse before any data work
+        check_img_size(opts.img_size, 32)
     if opts.freeze is not None and opts.freeze != "backbone" and not opts.freeze.isdigit():
         raise ValueError(f"--freeze must be 'backbone' or a number of layers, got {opts.freeze!r}")
     for flag, path in (("--cfg", opts.cfg), ("--data", opts.data), ("--hyp", opts.hyp)):

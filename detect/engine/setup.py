@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from detect.darknet.load import load_model, uses_channels_last
+from detect.darknet.load import check_img_size, load_model, uses_channels_last
 from detect.darknet.surgery import freeze_layers, init_head_priors, set_bn_momentum
 from detect.engine.config import Hyp, load_hyp, read_hyp_file
 from detect.engine.ema import ModelEMA
@@ -113,10 +113,7 @@ def check_anchor_fit(model, shapes, hyp: Hyp) -> None:
 
 def training_size(model, opts: TrainOptions) -> int:
     """--img-size, or the cfg's; a multiple of the model's largest stride."""
-    img_size = opts.img_size or max(model.input_size)
-    if img_size % model.max_stride:
-        raise ValueError(f"--img-size {img_size} must be a multiple of the cfg's largest stride {model.max_stride}")
-    return img_size
+    return check_img_size(opts.img_size or max(model.input_size), model.max_stride)
 
 
 def prepare_model(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_source, weights: str | None,

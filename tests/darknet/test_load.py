@@ -85,3 +85,14 @@ def test_head_priors_and_bn_momentum():
     assert torch.allclose(after[:, :4], before[:, :4])  # box rows untouched
     set_bn_momentum(model, 0.03)
     assert {m.momentum for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)} == {0.03}
+
+
+def test_one_img_size_check_names_the_flag_and_the_nearest_sizes():
+    from detect.darknet.load import check_img_size
+
+    assert check_img_size(416, 32) == 416 and check_img_size(64, 64) == 64
+    with pytest.raises(ValueError, match=r"^--img-size 100 must be a multiple of the model's largest stride 32 "
+                                         r"\(and at least 32\): try 96 or 128$"):
+        check_img_size(100, 32)
+    with pytest.raises(ValueError, match=r"^--img 16 must be .* stride 32 .*: try 32$"):
+        check_img_size(16, 32, "--img")
