@@ -11,6 +11,7 @@ BENCHMARKS = {
     "train": "training-step throughput and peak memory",
     "val": "inference, NMS and COCOeval throughput",
     "finetune": "a default fine-tune end to end (torchrun train.py + detect.val), figures per epoch",
+    "scale": "COCO-sized split (118k/5k, generated): label cache, loader worker memory, evaluation gather/COCOeval",
     "soak": "many epochs of training (2 processes + loader workers): RSS, fds, img/s per epoch; eval memory",
 }
 
