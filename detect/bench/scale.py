@@ -1,14 +1,14 @@
 """COCO at full size on this machine: `python -m detect.bench scale` (figures, not pass/fail).
 
-Generates a COCO-sized split (detect.bench.scale_data: 118,287 train and 5,000 val images, COCO's box counts and
-statistics, small images) once under `--workdir`, then runs `--processes` spawned gloo processes (one process
+Generates a COCO-sized split (detect.bench.scale_data: 118,287 train and 5,000 val images, COCO's box
+counts and statistics, small images) once under `--workdir`, then runs `--processes` spawned gloo processes (one process
 group, the environment torchrun gives) through the stages a COCO job pays for that do not depend on the model:
 - cache: the label cache of both splits built (rank 0 first; the others wait and load it), then loaded again
   by every rank; seconds, images/s and peak RSS per rank;
 - loader: one epoch of the train loader over all records (`--workers` workers per rank, mosaic on); each
   worker's RSS and private (copy-on-write) memory after the first batches and at the end;
-- eval: `--dets` detections per image (jittered ground truth plus random false positives) on every image of the
-  val split, each rank holding its own images' as the evaluator would, then the evaluator's gather (MB, s)
+- eval: `--dets` detections per image (jittered ground truth plus random false positives) on every image
+  of the val split, each rank holding its own images' as the evaluator would, then the evaluator's gather (MB, s)
   and compute (COCOeval: s, peak RSS per rank).
 `--train`/`--val` scale it down for a quick run; `--stages` picks stages.
 """
@@ -112,7 +112,8 @@ def stage_cache(spec: Path, cache_dir: Path) -> dict:
         tick = time.perf_counter()
         open_split(spec, split, cache_dir)
         again = time.perf_counter() - tick
-        figures[split] = {"images": len(source.records), "first_s": first, "load_s": again, "peak_mb": peak.peak}
+        figures[split] = {"images": len(source.records), "first_s": first, "load_s": again,
+                          "peak_mb": peak.peak}
     return figures
 
 
@@ -213,7 +214,8 @@ def report(every: list[dict]) -> str:
         for rank, f in enumerate(every):
             lo = f["loader"]
             pairs = zip(lo["start"], lo["end"])
-            workers = "; ".join(f"RSS {a[0]:.0f} -> {b[0]:.0f} MB ({100 * (b[0] / max(a[0], 1e-9) - 1):+.1f}%), "
+            workers = "; ".join(f"RSS {a[0]:.0f} -> {b[0]:.0f} MB ({100 * (b[0] / max(a[0], 1e-9) - 1):+.1f}%),"
+                                f" "
                                 f"private {a[1]:.0f} -> {b[1]:.0f} MB" for a, b in pairs)
             lines.append(f"loader rank {rank}: {lo['images']} images in {lo['s']:.0f} s "
                          f"({lo['images'] / max(lo['s'], 1e-9):.0f} img/s); workers: {workers}")
@@ -237,7 +239,8 @@ def main(argv=None) -> int:
         root = Path(args.workdir or tmp)
         tick = time.perf_counter()
         spec = generate_dataset(root / "data", args.train, args.val)
-        print(f"scale: {args.train} train + {args.val} val images under {root} ({time.perf_counter() - tick:.0f} s "
+        seconds = time.perf_counter() - tick
+        print(f"scale: {args.train} train + {args.val} val images under {root} ({seconds:.0f} s "
               f"to generate or find); {args.processes} processes x {args.workers} workers; stages "
               f"{', '.join(args.stages)}", flush=True)
         out = Path(tempfile.mkdtemp(dir=root))
