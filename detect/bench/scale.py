@@ -1,15 +1,16 @@
 """COCO at full size on this machine: `python -m detect.bench scale` (figures, not pass/fail).
 
 Generates a COCO-sized split (detect.bench.scale_data: 118,287 train and 5,000 val images, COCO's box
-counts and statistics, small images) once under `--workdir`, then runs `--processes` spawned gloo processes (one process
-group, the environment torchrun gives) through the stages a COCO job pays for that do not depend on the model:
+counts and statistics, small images) once under `--workdir`, then runs `--processes` spawned gloo processes
+(one process group, the environment torchrun gives) through the stages a COCO job pays for that do not
+depend on the model:
 - cache: the label cache of both splits built (rank 0 first; the others wait and load it), then loaded again
   by every rank; seconds, images/s and peak RSS per rank;
 - loader: one epoch of the train loader over all records (`--workers` workers per rank, mosaic on); each
   worker's RSS and private (copy-on-write) memory after the first batches and at the end;
 - eval: `--dets` detections per image (jittered ground truth plus random false positives) on every image
-  of the val split, each rank holding its own images' as the evaluator would, then the evaluator's gather (MB, s)
-  and compute (COCOeval: s, peak RSS per rank).
+  of the val split, each rank holding its own images' as the evaluator would, then the evaluator's gather
+  (MB, s) and compute (COCOeval: s, peak RSS per rank).
 `--train`/`--val` scale it down for a quick run; `--stages` picks stages.
 """
 
@@ -213,10 +214,10 @@ def report(every: list[dict]) -> str:
     if "loader" in every[0]:
         for rank, f in enumerate(every):
             lo = f["loader"]
-            pairs = zip(lo["start"], lo["end"])
-            workers = "; ".join(f"RSS {a[0]:.0f} -> {b[0]:.0f} MB ({100 * (b[0] / max(a[0], 1e-9) - 1):+.1f}%),"
-                                f" "
-                                f"private {a[1]:.0f} -> {b[1]:.0f} MB" for a, b in pairs)
+            growth = [100 * (b[0] / max(a[0], 1e-9) - 1) for a, b in zip(lo["start"], lo["end"])]
+            pairs = zip(lo["start"], lo["end"], growth)
+            workers = "; ".join(f"RSS {a[0]:.0f} -> {b[0]:.0f} MB ({g:+.1f}%), "
+                                f"private {a[1]:.0f} -> {b[1]:.0f} MB" for a, b, g in pairs)
             lines.append(f"loader rank {rank}: {lo['images']} images in {lo['s']:.0f} s "
                          f"({lo['images'] / max(lo['s'], 1e-9):.0f} img/s); workers: {workers}")
     if "eval" in every[0]:
