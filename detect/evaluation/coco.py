@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from detect.evaluation.cocoeval_engines import cocoeval_class, quiet
+
 log = logging.getLogger(__name__)
 
 STAT_NAMES = (
@@ -64,17 +66,7 @@ def sort_rows(rows: np.ndarray) -> np.ndarray:
     return rows[order]
 
 
-def _quiet(fn, *args):
-    """Call a pycocotools function, moving what it prints to the debug log."""
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        out = fn(*args)
-    if buffer.getvalue().strip():
-        log.debug("pycocotools: %s", buffer.getvalue().strip())
-    return out
-
-
-def _ground_truth_counts(coco_gt, image_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+def ground_truth_counts(coco_gt, image_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
     """category id -> (images containing it, instances) among `image_ids`, crowd boxes excluded."""
     anns = coco_gt.loadAnns(coco_gt.getAnnIds(imgIds=list(image_ids), iscrowd=False))
     images: dict[int, set] = {}
@@ -85,7 +77,7 @@ def _ground_truth_counts(coco_gt, image_ids: Sequence[int]) -> dict[int, tuple[i
     return {cid: (len(images[cid]), instances[cid]) for cid in instances}
 
 
-def _class_ap(precision: np.ndarray, k: int) -> tuple[float, float]:
+def class_ap(precision: np.ndarray, k: int) -> tuple[float, float]:
     """(AP50, AP50:95) of category index k from COCOeval's precision [T, R, K, area, maxDets]."""
     p = precision[:, :, k, 0, -1]  # area "all", the largest maxDets (100)
     valid = p > -1
@@ -94,57 +86,35 @@ def _class_ap(precision: np.ndarray, k: int) -> tuple[float, float]:
     return (float(p50.mean()) if p50.size else 0.0), ap
 
 
-def _cocoeval_class():
-    """COCOeval that matches ground truth flagged `difficult` (VOC difficult objects, see
-    detect.data.sources) by IoU; COCO's own crowd regions keep intersection over the detection's area.
-
-    A difficult box is a crowd box (`iscrowd` 1), because COCOeval ignores only those: a detection matched to
-    it is neither a true nor a false positive, it may match any number of detections, and missing it costs no
-    recall, all as in the VOC devkit. Matched as a crowd, though, any small detection inside it would be
-    ignored, where VOC counts one with IoU below the threshold as a false positive.
-    """
-    from pycocotools import mask as mask_utils
-    from pycocotools.cocoeval import COCOeval
-
-    class DifficultAwareCOCOeval(COCOeval):
-        def computeIoU(self, imgId, catId):  # pycocotools' names
-            gts = self._gts[imgId, catId]
-            if not self.params.useCats or not any(g.get("difficult") for g in gts):
-                return super().computeIoU(imgId, catId)
-            # the detections in COCOeval's order: by score, stable, at most the largest maxDets
-            dts = sorted(self._dts[imgId, catId], key=lambda d: -d["score"])[:self.params.maxDets[-1]]
-            crowd = [int(bool(g["iscrowd"]) and not g.get("difficult")) for g in gts]
-            return mask_utils.iou([d["bbox"] for d in dts], [g["bbox"] for g in gts], crowd)
-
-    return DifficultAwareCOCOeval
-
-
 def coco_evaluate(coco_gt, results: list[dict], image_ids: Sequence[int], names: Sequence[str],
-                  category_ids: Sequence[int], summary_lines: list[str] | None = None
-                  ) -> tuple[list[float], list[ClassAP]]:
-    """Run COCOeval (bbox) over `image_ids`: the 12 stats and AP per class with ground truth.
+                  category_ids: Sequence[int], summary_lines: list[str] | None = None,
+                  backend: str = "pycocotools") -> tuple[list[float], list[ClassAP]]:
+    """Run COCOeval (bbox) over `image_ids` in this process: the 12 stats and AP per class with ground truth.
+    The reference the sharded evaluation (detect.evaluation.sharded) is tested against.
 
-    No detections at all gives zeros (pycocotools cannot load an empty result list). Ground truth flagged
-    `difficult` is ignored the VOC way (`_cocoeval_class`). `summary_lines`, when given, receives the lines
-    COCOeval.summarize() printed, as printed (nothing when COCOeval did not run).
+    No detections at all gives zeros (the COCO API cannot load an empty result list). Ground truth flagged
+    `difficult` is ignored the VOC way (`cocoeval_engines.cocoeval_class`). `summary_lines`, when given,
+    receives the lines COCOeval.summarize() printed, as printed (nothing when COCOeval did not run).
     """
 
     image_ids = sorted(int(i) for i in image_ids)
-    counts = _ground_truth_counts(coco_gt, image_ids)
+    counts = ground_truth_counts(coco_gt, image_ids)
     present = [(k, int(cid)) for k, cid in enumerate(category_ids) if int(cid) in counts]
     if not results:
         log.warning("no detections at all: every metric is 0")
         per_class = [ClassAP(names[k], *counts[cid], 0.0, 0.0) for k, cid in present]
         return [0.0] * len(STAT_NAMES), per_class
 
-    coco_dt = _quiet(coco_gt.loadRes, results)
-    evaluator = _cocoeval_class()(coco_gt, coco_dt, "bbox")
+    coco_dt = quiet(coco_gt.loadRes, results)
+    evaluator = cocoeval_class(backend)(coco_gt, coco_dt, "bbox")
+    if backend != "pycocotools":
+        evaluator.print_function = print  # its summarize() prints through this
     evaluator.params.imgIds = image_ids
     # COCOeval sorts the category ids; precision's class axis follows that order
     evaluated_ids = sorted({int(c) for c in category_ids})
     evaluator.params.catIds = evaluated_ids
-    _quiet(evaluator.evaluate)
-    _quiet(evaluator.accumulate)
+    quiet(evaluator.evaluate)
+    quiet(evaluator.accumulate)
     summary = io.StringIO()
     with contextlib.redirect_stdout(summary):  # kept verbatim: users compare it with published logs
         evaluator.summarize()
@@ -155,7 +125,7 @@ def coco_evaluate(coco_gt, results: list[dict], image_ids: Sequence[int], names:
     stats = [max(float(s), 0.0) for s in evaluator.stats]
     precision = evaluator.eval["precision"]
     axis = {cid: i for i, cid in enumerate(evaluated_ids)}
-    per_class = [ClassAP(names[k], *counts[cid], *_class_ap(precision, axis[cid])) for k, cid in present]
+    per_class = [ClassAP(names[k], *counts[cid], *class_ap(precision, axis[cid])) for k, cid in present]
     return stats, per_class
 
 

@@ -1,4 +1,5 @@
-"""Sharded COCO evaluation: each rank runs its own batches, rank 0 runs COCOeval, every rank gets the result.
+"""Sharded COCO evaluation: each rank runs its own batches, the ranks share COCOeval category by category
+(detect.evaluation.sharded), every rank gets the same result.
 
 The evaluation loader forms its batches over the whole split and deals whole batches to ranks, so an image is
 computed in the same batch (same shape, same neighbours) whatever the world size: the metrics are identical
@@ -15,8 +16,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from detect.evaluation.coco import ClassAP, coco_evaluate, detections_to_rows, rows_to_results, sort_rows
+from detect.evaluation.coco import (
+    ClassAP,
+    class_ap,
+    detections_to_rows,
+    format_summary,
+    ground_truth_counts,
+    rows_to_results,
+    sort_rows,
+)
+from detect.evaluation.cocoeval_engines import DEFAULT_BACKEND, check_backend, summary_stats
 from detect.evaluation.postprocess import non_max_suppression, scale_to_original
+from detect.evaluation.sharded import sharded_cocoeval
 from detect.ops.preprocess import to_model_input
 from detect.runtime import dist
 
@@ -33,18 +44,16 @@ class EvalResult:
     per_class: list[ClassAP]  # (name, images, instances, ap50, ap) for each class with ground truth
     timings: dict[str, float]  # milliseconds per image for each of TIMING_KEYS
     num_images: int
-    rank_seconds: list[dict[str, float]] = field(default_factory=list)  # per rank: preprocess/inference/nms
-    results: list[dict] = field(default_factory=list, repr=False)  # COCO result dicts (for --save-json)
-    coco_summary: list[str] = field(default_factory=list, repr=False)  # COCOeval.summarize()'s lines, verbatim
+    # per rank: seconds of preprocess, inference, nms and its share of COCOeval
+    rank_seconds: list[dict[str, float]] = field(default_factory=list)
+    rows: np.ndarray | None = field(default=None, repr=False)  # rank 0: every detection, [n, 7] (coco rows)
+    coco_summary: list[str] = field(default_factory=list, repr=False)  # COCOeval.summarize()'s 12 lines
+    backend: str = DEFAULT_BACKEND  # the COCOeval engine that ran
 
-
-@dataclass
-class _ShardOutput:
-    """What one rank sends to rank 0."""
-
-    rows: np.ndarray  # [n, 7] (image_id, x, y, w, h, score, category_id)
-    image_ids: list[int]
-    seconds: dict[str, float]
+    @property
+    def results(self) -> list[dict]:
+        """COCO result dicts of every detection (rank 0; empty elsewhere), made when asked for."""
+        return rows_to_results(self.rows) if self.rows is not None else []
 
 
 def _meta(meta, key: str):
@@ -72,8 +81,10 @@ class CocoEvaluator:
     """
 
     def __init__(self, source, conf_thres: float = 0.001, iou_thres: float = 0.6, max_det: int = 300,
-                 multi_label: bool = True, merge: bool = True):
+                 multi_label: bool = True, merge: bool = True, backend: str = DEFAULT_BACKEND,
+                 keep_results: bool = True):
         self.source = source
+        self.backend, self.keep_results = check_backend(backend), keep_results
         self.conf_thres, self.iou_thres, self.max_det = conf_thres, iou_thres, max_det
         self.multi_label, self.merge = multi_label, merge
         self.reset()
@@ -95,59 +106,54 @@ class CocoEvaluator:
             self._image_ids.append(image_id)
         self.seconds["nms"] += time.perf_counter() - tick
 
-    def gather(self) -> list[_ShardOutput]:
-        """Every rank's detections (collective; the list is complete on every rank)."""
-        rows = np.concatenate(self._rows) if self._rows else np.zeros((0, 7))
-        return dist.all_gather_object(_ShardOutput(rows, list(self._image_ids), dict(self.seconds)))
+    def add_rows(self, rows: np.ndarray, image_id: int) -> None:
+        """Detections of one image already as [n, 7] coco rows (detections_to_rows)."""
+        self._rows.append(rows)
+        self._image_ids.append(int(image_id))
 
     def compute(self) -> EvalResult:
-        """Collective: the metrics, the same on every rank (rank 0 also keeps the COCO result dicts)."""
-        shards = self.gather()
-        outcome, results = (None, None), []
-        if dist.is_main_process():
-            try:
-                result = _evaluate_on_rank0(shards, self.source)
-            except Exception as e:  # tell the other ranks instead of leaving them waiting at the broadcast
-                dist.broadcast_object((None, f"{type(e).__name__}: {e}"))
-                raise
-            results, result.results = result.results, []  # only the metrics travel; rank 0 keeps the results
-            outcome = (result, None)
-        result, failure = dist.broadcast_object(outcome)
-        if failure is not None:
-            raise dist.RemoteRankError(f"COCO evaluation failed on rank 0: {failure}")
-        if dist.is_main_process():
-            result.results = results
-        return result
+        """Collective: the metrics, the same on every rank; rank 0 also holds every detection (`rows`) when
+        `keep_results` (results.json, the plots)."""
+        rows = sort_rows(np.concatenate(self._rows)) if self._rows else np.zeros((0, 7))
+        shards = dist.all_gather_object((list(self._image_ids), dict(self.seconds)))
+        image_ids = _check_images(shards, self.source)
+        coco_gt = self.source.coco_ground_truth()
+        counts = ground_truth_counts(coco_gt, image_ids)
+        tick = time.perf_counter()
+        outcome = sharded_cocoeval(coco_gt, rows, image_ids, self.source.category_ids,
+                                   {cid: n for cid, (_, n) in counts.items()}, self.backend)
+        seconds = time.perf_counter() - tick
+        everything = dist.gather_object_to_main(rows) if self.keep_results else None
+        if sum(outcome.rank_rows) == 0 and dist.is_main_process():
+            log.warning("no detections at all: every metric is 0")
+        raw = summary_stats(outcome.precision, outcome.recall)
+        stats = [max(v, 0.0) for v in raw]  # COCOeval's -1 (nothing to measure) is reported as 0
+        axis = {cid: k for k, cid in enumerate(outcome.category_ids)}
+        per_class = [ClassAP(self.source.names[k], *counts[int(c)], *class_ap(outcome.precision, axis[int(c)]))
+                     for k, c in enumerate(self.source.category_ids) if int(c) in counts]
+        rank_seconds = [{**shard[1], "cocoeval": s} for shard, s in zip(shards, outcome.rank_seconds)]
+        n = max(len(image_ids), 1)
+        totals = {k: sum(r[k] for r in rank_seconds) for k in ("preprocess", "inference", "nms")}
+        totals["cocoeval"] = seconds  # wall time of the shared evaluation
+        timings = {k: 1000.0 * totals[k] / n for k in TIMING_KEYS}
+        return EvalResult(stats, stats[0], stats[1], per_class, timings, len(image_ids), rank_seconds,
+                          sort_rows(np.concatenate(everything)) if everything is not None else None,
+                          format_summary(raw).splitlines(), self.backend)
 
 
-def _merge_shards(shards: list[_ShardOutput]) -> tuple[np.ndarray, list[int], dict[str, float]]:
-    image_ids = [i for shard in shards for i in shard.image_ids]
-    seconds = {k: sum(shard.seconds[k] for shard in shards) for k in ("preprocess", "inference", "nms")}
+def _check_images(shards: list, source) -> list[int]:
+    """Every evaluated image id, sorted; an image on two ranks is an error, a ground-truth image on none a
+    warning."""
+    image_ids = [i for ids, _seconds in shards for i in ids]
     if len(set(image_ids)) != len(image_ids):
         unique, counts = np.unique(image_ids, return_counts=True)
         raise RuntimeError(f"evaluation saw image ids {unique[counts > 1][:10].tolist()} more than once: the "
                            f"evaluation loader must deal every image to exactly one rank")
-    rows = sort_rows(np.concatenate([shard.rows for shard in shards]))
-    return rows, sorted(image_ids), seconds
-
-
-def _evaluate_on_rank0(shards: list[_ShardOutput], source) -> EvalResult:
-    rows, image_ids, seconds = _merge_shards(shards)
-    coco_gt = source.coco_ground_truth()
-    missing = set(coco_gt.getImgIds()) - set(image_ids)
+    missing = set(source.coco_ground_truth().getImgIds()) - set(image_ids)
     if missing:
         log.warning("%d ground-truth images were not evaluated (e.g. id %d); metrics cover the %d evaluated",
                     len(missing), min(missing), len(image_ids))
-    tick = time.perf_counter()
-    results = rows_to_results(rows)
-    summary: list[str] = []
-    stats, per_class = coco_evaluate(coco_gt, results, image_ids, source.names, source.category_ids, summary)
-    seconds["cocoeval"] = time.perf_counter() - tick
-    n = max(len(image_ids), 1)
-    # per-image cost summed over ranks (what one image costs), milliseconds
-    timings = {k: 1000.0 * seconds[k] / n for k in TIMING_KEYS}
-    return EvalResult(stats, stats[0], stats[1], per_class, timings, len(image_ids),
-                      [dict(shard.seconds) for shard in shards], results, summary)
+    return sorted(image_ids)
 
 
 def evaluate(model: torch.nn.Module, loader, evaluator: CocoEvaluator, device, amp_dtype: torch.dtype | None = None,

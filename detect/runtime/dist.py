@@ -171,6 +171,31 @@ def all_gather_object(obj) -> list:
     return out
 
 
+def gather_object_to_main(obj) -> list | None:
+    """Every rank's object, in rank order, on rank 0 only (None elsewhere)."""
+    if not is_initialized() or get_world_size() == 1:
+        return [obj]
+    out = [None] * get_world_size() if get_rank() == 0 else None
+    dist.gather_object(obj, out, dst=0)
+    return out
+
+
+def exchange_objects(outgoing: list) -> list:
+    """All-to-all: `outgoing[r]` goes to rank r; returns what every rank sent this one, in rank order. Each
+    rank holds only its own share (one scatter per source rank), never every rank's whole list."""
+    world = get_world_size() if is_initialized() else 1
+    if len(outgoing) != world:
+        raise ValueError(f"exchange_objects needs one object per rank ({world}), got {len(outgoing)}")
+    if world == 1:
+        return list(outgoing)
+    incoming = []
+    for src in range(world):
+        box = [None]
+        dist.scatter_object_list(box, outgoing if get_rank() == src else None, src=src)
+        incoming.append(box[0])
+    return incoming
+
+
 def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     """In-place sum across ranks; returns `t` for chaining."""
     if is_initialized() and get_world_size() > 1:

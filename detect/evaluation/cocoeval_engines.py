@@ -1,0 +1,136 @@
+"""The COCOeval engines: faster-coco-eval (C++ matching and accumulation, the default) or pycocotools (the
+reference), both with VOC `difficult` boxes matched by IoU, run over any subset of the categories.
+
+COCOeval's work is independent per category: the matching of an image's detections to its ground truth, the
+`maxDets` cut and the accumulation over images all happen within one category. So a run over a subset of the
+categories gives exactly the precision and recall slices the run over all of them would, and the evaluation
+can be shared by ranks category by category (detect.evaluation.sharded).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("faster-coco-eval", "pycocotools")
+DEFAULT_BACKEND = "faster-coco-eval"
+
+
+def check_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"--coco-backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    return backend
+
+
+def quiet(fn, *args):
+    """Call a COCO API function, moving what it prints to the debug log."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        out = fn(*args)
+    if buffer.getvalue().strip():
+        log.debug("COCO API: %s", buffer.getvalue().strip())
+    return out
+
+
+def _base_class(backend: str):
+    if backend == "pycocotools":
+        from pycocotools.cocoeval import COCOeval
+
+        return COCOeval
+    try:
+        from faster_coco_eval import COCOeval_faster
+    except ImportError:  # a dependency of the package; only a broken install lacks it
+        raise ValueError("the faster-coco-eval package is missing (pip install faster-coco-eval), or choose "
+                         "--coco-backend pycocotools") from None
+    return COCOeval_faster
+
+
+def cocoeval_class(backend: str = DEFAULT_BACKEND):
+    """A COCOeval of `backend` that matches ground truth flagged `difficult` (VOC difficult objects, see
+    detect.data.sources) by IoU; COCO's own crowd regions keep intersection over the detection's area.
+
+    A difficult box is a crowd box (`iscrowd` 1), because COCOeval ignores only those: a detection matched to
+    it is neither a true nor a false positive, it may match any number of detections, and missing it costs no
+    recall, all as in the VOC devkit. Matched as a crowd, though, any small detection inside it would be
+    ignored, where VOC counts one with IoU below the threshold as a false positive. Both engines compute the
+    IoUs in Python through `computeIoU`, which this overrides.
+    """
+    from pycocotools import mask as mask_utils
+
+    base = _base_class(check_backend(backend))
+
+    class DifficultAwareCOCOeval(base):
+        def _pair(self, imgId, catId):
+            """(ground truth, detections) of one image and category, in either engine's store."""
+            if hasattr(self, "_gts"):  # pycocotools
+                return self._gts[imgId, catId], self._dts[imgId, catId]
+            return (self.gt_dataset.get_instances([imgId], [catId], True)[0][0],
+                    self.dt_dataset.get_instances([imgId], [catId], True)[0][0])
+
+        def computeIoU(self, imgId, catId):  # the engines' names
+            if not self.params.useCats:
+                return super().computeIoU(imgId, catId)
+            gts, dts = self._pair(imgId, catId)
+            if not gts or not dts or not any(g.get("difficult") for g in gts):
+                return super().computeIoU(imgId, catId)
+            # the detections in COCOeval's order: by score, stable, at most the largest maxDets
+            dts = sorted(dts, key=lambda d: -d["score"])[:self.params.maxDets[-1]]
+            crowd = [int(bool(g["iscrowd"]) and not g.get("difficult")) for g in gts]
+            return mask_utils.iou([d["bbox"] for d in dts], [g["bbox"] for g in gts], crowd)
+
+    return DifficultAwareCOCOeval
+
+
+def load_rows(coco_gt, rows: np.ndarray):
+    """COCO results from [n, 7] rows (image_id, x, y, w, h, score, category_id), no dict per detection on our
+    side; an empty result set where there are no rows (the COCO API cannot load an empty list)."""
+    if len(rows):
+        return quiet(coco_gt.loadRes, np.ascontiguousarray(rows, dtype=np.float64))
+    from pycocotools.coco import COCO
+
+    empty = COCO()
+    empty.dataset = {"images": list(coco_gt.dataset["images"]),
+                     "categories": list(coco_gt.dataset["categories"]), "annotations": []}
+    quiet(empty.createIndex)
+    return empty
+
+
+def evaluate_categories(coco_gt, rows: np.ndarray, image_ids: Sequence[int], category_ids: Sequence[int],
+                        backend: str = DEFAULT_BACKEND) -> tuple[np.ndarray, np.ndarray]:
+    """COCOeval (bbox) over `image_ids` and the sorted `category_ids`: precision [T, R, K, A, M] and recall
+    [T, K, A, M] with K in sorted category order (-1 where a category has no ground truth)."""
+    evaluator = cocoeval_class(backend)(coco_gt, load_rows(coco_gt, rows), "bbox")
+    if backend == "faster-coco-eval":
+        evaluator.print_function = lambda *args, **kwargs: None
+    evaluator.params.imgIds = sorted(int(i) for i in image_ids)
+    evaluator.params.catIds = sorted(int(c) for c in category_ids)
+    quiet(evaluator.evaluate)
+    quiet(evaluator.accumulate)
+    return np.asarray(evaluator.eval["precision"]), np.asarray(evaluator.eval["recall"])
+
+
+# COCOeval's summarize(): (AP or AR, IoU threshold index or None for all, area index, maxDets index)
+SUMMARY_SLICES = (
+    (True, None, 0, 2), (True, 0, 0, 2), (True, 5, 0, 2), (True, None, 1, 2), (True, None, 2, 2),
+    (True, None, 3, 2), (False, None, 0, 0), (False, None, 0, 1), (False, None, 0, 2), (False, None, 1, 2),
+    (False, None, 2, 2), (False, None, 3, 2),
+)
+
+
+def summary_stats(precision: np.ndarray, recall: np.ndarray) -> list[float]:
+    """The 12 numbers COCOeval.summarize() computes from the accumulated arrays (COCO's default parameters:
+    IoU 0.50:0.05:0.95, areas all/small/medium/large, maxDets 1/10/100); -1 where nothing is defined."""
+    stats = []
+    for is_ap, iou, area, max_det in SUMMARY_SLICES:
+        values = precision[:, :, :, area, max_det] if is_ap else recall[:, :, area, max_det]
+        if iou is not None:
+            values = values[iou]
+        defined = values[values > -1]
+        stats.append(float(np.mean(defined)) if defined.size else -1.0)
+    return stats
