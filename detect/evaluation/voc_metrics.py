@@ -1,0 +1,160 @@
+"""Pascal VOC's AP@0.5 (VOC2007's 11-point and VOC2010+'s all-point interpolation) and Darknet's `detector map`
+summary, computed from the same coco rows the COCO path uses.
+
+Matching, per class, detections in descending score order (stable): each takes the ground-truth box of its
+class in its image with the highest IoU (continuous coordinates, as Darknet computes it); above 0.5 it is a
+true positive if that box is still free, else a false positive (a duplicate), and below 0.5 a false positive.
+A detection whose best box is `difficult` is neither (VOC devkit); difficult boxes are no positives to find.
+COCO crowd regions are treated the same way (ignored). AP: the area under the precision envelope at every
+recall the detections reach (all-point, VOC2010+, Darknet's default) or the mean of the envelope's maximum
+at recall 0, 0.1, ..., 1 (VOC2007). The mean is over the classes with at least one positive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+METRICS = ("coco", "voc07", "voc12")
+IOU_THRESHOLD = 0.5
+DARKNET_CONF = 0.25  # the threshold of Darknet's TP / FP / FN / precision / recall / F1 / average IoU lines
+
+
+@dataclass(frozen=True)
+class ImageTruth:
+    boxes: np.ndarray  # [n, 4] x1, y1, x2, y2
+    category_ids: np.ndarray  # [n]
+    ignore: np.ndarray  # [n] bool: difficult (or crowd)
+
+
+@dataclass
+class VocClass:
+    name: str
+    positives: int  # non-difficult ground truth
+    ap: float
+    tp: int  # at DARKNET_CONF
+    fp: int
+
+
+@dataclass
+class VocResult:
+    metric: str
+    map50: float
+    per_class: list[VocClass]
+    tp: int  # at DARKNET_CONF, all classes
+    fp: int
+    fn: int
+    average_iou: float  # mean IoU of those true positives
+
+
+def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[n, m] IoU of xyxy boxes (continuous coordinates)."""
+    lt = np.maximum(a[:, None, :2], b[None, :, :2])
+    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = np.prod((rb - lt).clip(0), axis=2)
+    area_a = np.prod((a[:, 2:] - a[:, :2]).clip(0), axis=1)
+    area_b = np.prod((b[:, 2:] - b[:, :2]).clip(0), axis=1)
+    return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-12)
+
+
+def match_class(rows: np.ndarray, truths: dict[int, ImageTruth], category_id: int) -> tuple[np.ndarray, ...]:
+    """Detections of one category (coco rows), matched in descending score order: (scores, tp, fp, iou) with
+    tp/fp booleans (both False for a detection on a difficult box) and the IoU of each true positive."""
+    rows = rows[np.argsort(-rows[:, 5], kind="stable")]
+    tp, fp, ious = (np.zeros(len(rows), bool), np.zeros(len(rows), bool), np.zeros(len(rows)))
+    taken: dict[int, np.ndarray] = {}
+    for i, row in enumerate(rows):
+        truth = truths.get(int(row[0]))
+        keep = truth.category_ids == category_id if truth is not None else None
+        if truth is None or not keep.any():
+            fp[i] = True
+            continue
+        box = np.array([[row[1], row[2], row[1] + row[3], row[2] + row[4]]])
+        overlap = box_iou(box, truth.boxes[keep])[0]
+        best = int(np.argmax(overlap))
+        if overlap[best] < IOU_THRESHOLD:
+            fp[i] = True
+        elif truth.ignore[keep][best]:
+            continue  # on a difficult box: neither
+        else:
+            used = taken.setdefault(int(row[0]), np.zeros(int(keep.sum()), bool))
+            if used[best]:
+                fp[i] = True
+            else:
+                used[best], tp[i], ious[i] = True, True, overlap[best]
+    return rows[:, 5], tp, fp, ious
+
+
+def average_precision(tp: np.ndarray, fp: np.ndarray, positives: int, metric: str) -> float:
+    """AP from the matched detections (score order) and the number of positives."""
+    if positives == 0:
+        return 0.0
+    counted = tp | fp
+    tp_sum, fp_sum = np.cumsum(tp[counted]), np.cumsum(fp[counted])
+    recall = tp_sum / positives
+    precision = tp_sum / np.maximum(tp_sum + fp_sum, 1e-12)
+    if metric == "voc07":
+        return float(np.mean([precision[recall >= t].max() if (recall >= t).any() else 0.0
+                              for t in np.linspace(0, 1, 11)]))
+    r = np.concatenate(([0.0], recall, [1.0]))
+    p = np.concatenate(([0.0], precision, [0.0]))
+    p = np.maximum.accumulate(p[::-1])[::-1]  # the envelope: the best precision at this recall or beyond
+    steps = np.nonzero(r[1:] != r[:-1])[0]
+    return float(np.sum((r[steps + 1] - r[steps]) * p[steps + 1]))
+
+
+def voc_evaluate(rows: np.ndarray, truths: dict[int, ImageTruth], names: Sequence[str],
+                 category_ids: Sequence[int], metric: str = "voc12") -> VocResult:
+    """VOC AP@0.5 per class and its mean, with Darknet's counts at conf 0.25. `rows`: coco rows (image_id,
+    x, y, w, h, score, category_id) of every evaluated image; `truths`: image id -> its ground truth."""
+    if metric not in ("voc07", "voc12"):
+        raise ValueError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    per_class, totals = [], np.zeros(3)
+    iou_sum = 0.0
+    for name, cid in zip(names, category_ids):
+        positives = sum(int(((t.category_ids == cid) & ~t.ignore).sum()) for t in truths.values())
+        scores, tp, fp, ious = match_class(rows[rows[:, 6] == cid], truths, int(cid))
+        sure = scores >= DARKNET_CONF
+        counts = int((tp & sure).sum()), int((fp & sure).sum())
+        totals += (counts[0], counts[1], positives - counts[0])
+        iou_sum += float(ious[tp & sure].sum())
+        per_class.append(VocClass(name, positives, average_precision(tp, fp, positives, metric), *counts))
+    scored = [c.ap for c in per_class if c.positives]
+    return VocResult(metric, float(np.mean(scored)) if scored else 0.0, per_class, int(totals[0]),
+                     int(totals[1]), int(totals[2]), iou_sum / max(totals[0], 1))
+
+
+def truths_from_coco(coco_gt, image_ids: Sequence[int]) -> dict[int, ImageTruth]:
+    """Every evaluated image's ground truth from a COCO object (difficult and crowd boxes as ignored)."""
+    out = {}
+    for image_id in image_ids:
+        anns = coco_gt.imgToAnns.get(int(image_id), [])
+        boxes = np.array([[a["bbox"][0], a["bbox"][1], a["bbox"][0] + a["bbox"][2], a["bbox"][1] + a["bbox"][3]]
+                          for a in anns], dtype=np.float64).reshape(-1, 4)
+        out[int(image_id)] = ImageTruth(boxes, np.array([a["category_id"] for a in anns], dtype=np.int64),
+                                        np.array([bool(a.get("iscrowd")) or bool(a.get("difficult"))
+                                                  for a in anns], dtype=bool))
+    return out
+
+
+def format_darknet_summary(result: VocResult, class_indices: Sequence[int] | None = None) -> str:
+    """The lines `./darknet detector map` prints, for the same numbers side by side."""
+    lines = []
+    for k, c in enumerate(result.per_class):
+        index = class_indices[k] if class_indices is not None else k
+        lines.append(f"class_id = {index}, name = {c.name}, ap = {100 * c.ap:.2f}%   \t (TP = {c.tp}, FP = {c.fp}) ")
+    tp, fp, fn = result.tp, result.fp, result.fn
+    precision = tp / max(tp + fp, 1)
+    recall = tp / max(tp + fn, 1)
+    f1 = 2 * precision * recall / max(precision + recall, 1e-12)
+    lines += [f"\n for conf_thresh = {DARKNET_CONF:.2f}, precision = {precision:.2f}, recall = {recall:.2f}, "
+              f"F1-score = {f1:.2f} ",
+              f" for conf_thresh = {DARKNET_CONF:.2f}, TP = {tp}, FP = {fp}, FN = {fn}, average IoU = "
+              f"{100 * result.average_iou:.2f} % ",
+              f"\n IoU threshold = {100 * IOU_THRESHOLD:.0f} %, used "
+              + ("11 Recall-points" if result.metric == "voc07" else "Area-Under-Curve for each unique Recall"),
+              f" mean average precision (mAP@{IOU_THRESHOLD:.2f}) = {result.map50:.6f}, or "
+              f"{100 * result.map50:.2f} % "]
+    return "\n".join(lines)
