@@ -160,11 +160,12 @@ def stage_eval(spec: Path, cache_dir: Path, per_image: int, rank: int, world: in
     _fill(evaluator, source, rank, world, per_image)
     local_mb = per_image * len(range(rank, len(source.records), world)) * 7 * 8 / 2**20
     dist.barrier()
+    before = process_tree_figures(os.getpid())["rss"]
     with PeakRss() as peak:
         tick = time.perf_counter()
         result = evaluator.compute()
         compute_s = time.perf_counter() - tick
-    return {"dets": per_image, "local_mb": local_mb, "compute_s": compute_s, "peak_mb": peak.peak,
+    return {"dets": per_image, "local_mb": local_mb, "compute_s": compute_s, "peak_mb": peak.peak, "before_mb": before,
             "cocoeval_s": result.rank_seconds[rank]["cocoeval"], "map": result.map, "map50": result.map50,
             "backend": result.backend}
 
@@ -224,8 +225,8 @@ def report(every: list[dict]) -> str:
             lines.append(f"eval {first['dets']} dets/image ({first['backend']}): rows " + ", ".join(
                 f"{r['local_mb']:.0f}" for r in ranks) + " MB per rank; compute (exchange, COCOeval, gather) "
                 + ", ".join(f"{r['compute_s']:.1f}" for r in ranks) + " s, of which COCOeval " + ", ".join(
-                f"{r['cocoeval_s']:.1f}" for r in ranks) + " s; peak RSS " + ", ".join(
-                f"{r['peak_mb']:.0f}" for r in ranks) + f" MB per rank; mAP {first['map']:.4f} "
+                f"{r['cocoeval_s']:.1f}" for r in ranks) + " s; RSS before -> peak " + ", ".join(
+                f"{r['before_mb']:.0f} -> {r['peak_mb']:.0f}" for r in ranks) + f" MB per rank; mAP {first['map']:.4f} "
                 f"mAP@0.5 {first['map50']:.4f}")
     return "\n".join(lines)
 

@@ -19,6 +19,9 @@ import numpy as np
 from detect.evaluation.cocoeval_engines import DEFAULT_BACKEND, evaluate_categories
 from detect.runtime import dist
 
+# detections a rank hands the COCO API at once (about 1 KB each there as Python objects)
+MAX_ROWS_AT_ONCE = 200_000
+
 
 @dataclass
 class ShardedOutcome:
@@ -45,22 +48,38 @@ def _rows_by_owner(rows: np.ndarray, owned: list[list[int]]) -> list[np.ndarray]
     return [rows[np.isin(rows[:, 6], cats)] if len(rows) else rows for cats in owned]
 
 
-def _evaluate_share(coco_gt, rows: np.ndarray, image_ids, cats: list[int], backend: str):
-    """(cats, precision, recall, seconds, error) of this rank's categories."""
-    if not cats:
-        return cats, None, None, 0.0, None
+def chunk_categories(rows: np.ndarray, cats: list[int], max_rows: int) -> list[list[int]]:
+    """`cats` in consecutive groups of at most `max_rows` detections (a category with more stays alone): the
+    COCO API holds a Python dict per detection it evaluates, so a rank evaluates its share a group at a time."""
+    counts = dict(zip(*np.unique(rows[:, 6].astype(np.int64), return_counts=True))) if len(rows) else {}
+    groups, current, size = [], [], 0
+    for cid in cats:
+        n = int(counts.get(cid, 0))
+        if current and size + n > max_rows:
+            groups.append(current)
+            current, size = [], 0
+        current.append(cid)
+        size += n
+    return groups + ([current] if current else [])
+
+
+def _evaluate_share(coco_gt, rows: np.ndarray, image_ids, cats: list[int], backend: str, max_rows: int):
+    """(chunks [(cats, precision, recall)], seconds, error) of this rank's categories."""
     from detect.evaluation.coco import sort_rows
 
-    tick = time.perf_counter()
+    tick, chunks = time.perf_counter(), []
     try:
-        precision, recall = evaluate_categories(coco_gt, sort_rows(rows), image_ids, cats, backend)
+        for group in chunk_categories(rows, cats, max_rows):
+            mine = sort_rows(rows[np.isin(rows[:, 6], group)]) if len(rows) else rows
+            chunks.append((group, *evaluate_categories(coco_gt, mine, image_ids, group, backend)))
     except Exception as e:  # every rank must hear of it at the gather below, not wait for a lost rank
-        return cats, None, None, 0.0, f"{type(e).__name__}: {e}"
-    return cats, precision, recall, time.perf_counter() - tick, None
+        return [], 0.0, f"{type(e).__name__}: {e}"
+    return chunks, time.perf_counter() - tick, None
 
 
 def sharded_cocoeval(coco_gt, rows: np.ndarray, image_ids: Sequence[int], category_ids: Sequence[int],
-                     instances: dict[int, int], backend: str = DEFAULT_BACKEND) -> ShardedOutcome:
+                     instances: dict[int, int], backend: str = DEFAULT_BACKEND,
+                     max_rows: int = MAX_ROWS_AT_ONCE) -> ShardedOutcome:
     """Collective. `rows`: this rank's detections; `image_ids`: every evaluated image (all ranks');
     `instances`: ground-truth count per category id (the deal). The same outcome on every rank."""
     world = dist.get_world_size() if dist.is_initialized() else 1
@@ -69,18 +88,20 @@ def sharded_cocoeval(coco_gt, rows: np.ndarray, image_ids: Sequence[int], catego
     received = [r for r in incoming if len(r)]
     mine = np.concatenate(received) if received else np.zeros((0, 7))
     rank = dist.get_rank() if dist.is_initialized() else 0
-    parts = dist.all_gather_object(_evaluate_share(coco_gt, mine, image_ids, owned[rank], backend)
+    del incoming
+    parts = dist.all_gather_object(_evaluate_share(coco_gt, mine, image_ids, owned[rank], backend, max_rows)
                                    + (len(mine),))
-    failures = [f"rank {r}: {p[4]}" for r, p in enumerate(parts) if p[4] is not None]
+    failures = [f"rank {r}: {p[2]}" for r, p in enumerate(parts) if p[2] is not None]
     if failures:
         raise RuntimeError("COCO evaluation failed on " + "; ".join(failures))
     all_ids = sorted(int(c) for c in category_ids)
     axis = {cid: k for k, cid in enumerate(all_ids)}
-    template = next(p for p in parts if p[1] is not None)
-    precision = np.full(template[1].shape[:2] + (len(all_ids),) + template[1].shape[3:], -1.0)
-    recall = np.full(template[2].shape[:1] + (len(all_ids),) + template[2].shape[2:], -1.0)
-    for cats, p, r, _seconds, _error, _n in parts:
-        for k, cid in enumerate(cats):
-            precision[:, :, axis[cid]] = p[:, :, k]
-            recall[:, axis[cid]] = r[:, k]
-    return ShardedOutcome(precision, recall, all_ids, [p[3] for p in parts], [p[5] for p in parts])
+    _, p0, r0 = next(chunk for part in parts for chunk in part[0])
+    precision = np.full(p0.shape[:2] + (len(all_ids),) + p0.shape[3:], -1.0)
+    recall = np.full(r0.shape[:1] + (len(all_ids),) + r0.shape[2:], -1.0)
+    for chunks, _seconds, _error, _n in parts:
+        for cats, p, r in chunks:
+            for k, cid in enumerate(cats):
+                precision[:, :, axis[cid]] = p[:, :, k]
+                recall[:, axis[cid]] = r[:, k]
+    return ShardedOutcome(precision, recall, all_ids, [p[1] for p in parts], [p[3] for p in parts])

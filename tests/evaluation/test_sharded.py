@@ -145,3 +145,20 @@ def test_coco_tiny_with_the_real_weights_gives_pycocotools_numbers(tmp_path):
         for stats, classes, _ in run_distributed(_shard, world, args=(spec, "val", rows, "faster-coco-eval",
                                                                        tmp_path / "cache")):
             assert_same((stats, classes), want)
+
+
+def test_a_rank_evaluates_its_categories_a_group_at_a_time_with_the_same_numbers(tmp_path):
+    """Groups of at most max_rows detections (a bigger category alone) give the numbers of one run."""
+    from detect.evaluation.coco import ground_truth_counts
+    from detect.evaluation.sharded import chunk_categories, sharded_cocoeval
+
+    rows = np.array([[0, 0, 0, 1, 1, 0.5, c] for c in [1] * 5 + [2] * 3 + [3] * 9 + [4]])
+    assert chunk_categories(rows, [1, 2, 3, 4, 5], 8) == [[1, 2], [3], [4, 5]]
+    _, source = _generated(tmp_path, 60)
+    rows = generated_rows(source, 30)
+    gt, ids = source.coco_ground_truth(), [r.image_id for r in source.records]
+    instances = {cid: n for cid, (_, n) in ground_truth_counts(gt, ids).items()}
+    one = sharded_cocoeval(gt, rows, ids, source.category_ids, instances)
+    grouped = sharded_cocoeval(gt, rows, ids, source.category_ids, instances, max_rows=40)
+    assert np.array_equal(one.precision, grouped.precision) and np.array_equal(one.recall, grouped.recall)
+    assert summary_stats(one.precision, one.recall)[1] > 0.1
