@@ -27,12 +27,24 @@ def letterbox(image: np.ndarray, shape: tuple[int, int],
     exactly: the resize is given the scale itself (fx=fy=ratio), which OpenCV uses for its mapping, so
     rounding the output size does not change the scale. Inverse: x = (x' - left) / ratio.
     """
+    return letterbox_place(*letterbox_resize(image, shape, long_side), shape)
+
+
+def letterbox_resize(image: np.ndarray, shape: tuple[int, int],
+                     long_side: int | None = None) -> tuple[np.ndarray, float]:
+    """The letterbox's first step: (the image at its scale in `shape`, that scale)."""
     h, w = image.shape[:2]
-    out_h, out_w = shape
     ratio = letterbox_ratio(h, w, shape, long_side)
     if ratio != 1.0:
         # bilinear, as the reference evaluation resizes (INTER_AREA: mAP@0.5 0.410 vs 0.415, yolov3-tiny, coco-tiny)
         image = cv2.resize(image, None, fx=ratio, fy=ratio, interpolation=cv2.INTER_LINEAR)
+    return image, ratio
+
+
+def letterbox_place(image: np.ndarray, ratio: float,
+                    shape: tuple[int, int]) -> tuple[np.ndarray, float, tuple[int, int]]:
+    """The letterbox's second step: the resized image centred in `shape` on PAD_VALUE."""
+    out_h, out_w = shape
     nh, nw = image.shape[:2]
     nh, nw = min(nh, out_h), min(nw, out_w)
     left, top = (out_w - nw) // 2, (out_h - nh) // 2

@@ -15,7 +15,14 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, default_collate
 
-from detect.data.augment import PAD_VALUE, augment_hsv, flip_boxes_lr, geometric_augment, letterbox
+from detect.data.augment import (
+    PAD_VALUE,
+    augment_hsv,
+    flip_boxes_lr,
+    geometric_augment,
+    letterbox_place,
+    letterbox_resize,
+)
 from detect.data.augment_config import AugmentConfig
 from detect.data.images import load_image, load_image_for_size, resize_long_side
 from detect.data.sources import DatasetSource
@@ -57,8 +64,9 @@ class TrainDataset(Dataset):
     """Mosaic (probability `mosaic`) or a centred single image, then affine, HSV and flip, at `img_size`."""
 
     def __init__(self, source: DatasetSource, img_size: int, augment: AugmentConfig, seed: int = 0,
-                 buffer_images: int = 0, epochs: int | None = None):
+                 buffer_images: int = 0, epochs: int | None = None, image_cache=None):
         self.source = source
+        self.image_cache = image_cache  # detect.data.image_cache.ImageCache of decode_resized's outputs, or None
         self.records = source.records
         self.img_size = int(img_size)
         self.augment = augment
@@ -79,15 +87,21 @@ class TrainDataset(Dataset):
             self._recent.move_to_end(index)
             image, r = self._recent[index]
         else:
-            rec = self.records[index]
-            image, decoded_scale = load_image_for_size(rec.path, rec.width, rec.height, self.img_size)
-            image, r = resize_long_side(image, self.img_size)
-            r *= decoded_scale
+            cached = self.image_cache.get(index) if self.image_cache is not None else None
+            image, r = cached if cached is not None else self.decode_resized(index)
             if self.buffer_images > 0:
                 self._recent[index] = (image, r)
                 if len(self._recent) > self.buffer_images:
                     self._recent.popitem(last=False)
         return image, self.records[index].boxes.astype(np.float64) * r
+
+    def decode_resized(self, index: int) -> tuple[np.ndarray, float]:
+        """Image `index` decoded and resized to long side img_size, and its scale from the original (what the
+        image cache holds, built by this same method)."""
+        rec = self.records[index]
+        image, decoded_scale = load_image_for_size(rec.path, rec.width, rec.height, self.img_size)
+        image, r = resize_long_side(image, self.img_size)
+        return image, r * decoded_scale
 
     def __getitem__(self, key):
         """`key` is an index, or (epoch, index[, batch]) from the training sampler. The draws depend on
@@ -125,8 +139,9 @@ class TrainDataset(Dataset):
 class EvalDataset(Dataset):
     """Letterboxed samples: each image at long side `img_size` in its canvas (`shapes`), with the metas to undo it."""
 
-    def __init__(self, source: DatasetSource, shapes: np.ndarray, img_size: int):
+    def __init__(self, source: DatasetSource, shapes: np.ndarray, img_size: int, image_cache=None):
         self.source = source
+        self.image_cache = image_cache  # decode_resized's outputs, or None
         self.records = source.records
         self.shapes = shapes  # [N, 2] (h, w) per image
         self.img_size = int(img_size)
@@ -135,15 +150,24 @@ class EvalDataset(Dataset):
     def __len__(self) -> int:
         return len(self.records)
 
+    def decode_resized(self, index: int) -> tuple[np.ndarray, float]:
+        """Image `index` at its scale in its canvas, and that scale (what the image cache holds)."""
+        return letterbox_resize(load_image(self.records[index].path), self.canvas(index), self.img_size)
+
+    def canvas(self, index: int) -> tuple[int, int]:
+        return int(self.shapes[index][0]), int(self.shapes[index][1])
+
     def __getitem__(self, index: int):
         rec = self.records[index]
+        out_h, out_w = self.canvas(index)
+        cached = self.image_cache.get(index) if self.image_cache is not None else None
         try:
-            image = load_image(rec.path)
+            resized, ratio = cached if cached is not None else self.decode_resized(index)
         except OSError as e:  # still evaluated once (as an image with nothing found), so no image is lost
             self.unreadable.report(rec.path, e, "it is evaluated as a blank image")
-            image = np.full((rec.height, rec.width, 3), PAD_VALUE, np.uint8)
-        out_h, out_w = (int(v) for v in self.shapes[index])
-        out, ratio, (left, top) = letterbox(image, (out_h, out_w), self.img_size)
+            resized, ratio = letterbox_resize(np.full((rec.height, rec.width, 3), PAD_VALUE, np.uint8),
+                                              (out_h, out_w), self.img_size)
+        out, ratio, (left, top) = letterbox_place(resized, ratio, (out_h, out_w))
         boxes = rec.boxes.astype(np.float64) * ratio + np.array([left, top, left, top])
         labels = np.concatenate([rec.classes[:, None].astype(np.float32),
                                  xyxy_to_normalised_cxcywh(boxes, out_w, out_h)], 1)

@@ -13,11 +13,13 @@ them on the device as the model's input.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import weakref
 from pathlib import Path
 
 import cv2
+import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
@@ -118,11 +120,20 @@ class TrainLoader:
         self._next = None
 
 
+def attach_image_cache(source, dataset, img_size: int, kind: str, mode: str, cache_dir):
+    """The split's image cache (collective), built from the dataset's own decode_resized."""
+    from detect.data.image_cache import open_image_cache
+
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    label = f"{Path(str(source.spec.path or 'data')).name}-{source.split}"
+    return open_image_cache(source.records, dataset.decode_resized, img_size, kind, mode, folder, label)
+
+
 def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentConfig | None, workers: int,
                        stride: int,
                        rank: int, world_size: int, seed: int, cache_dir=None, split: str = "train",
                        buffer_images: int | None = None, max_batches: int | None = None,
-                       epochs: int | None = None) -> TrainLoader:
+                       epochs: int | None = None, cache: str | None = None) -> TrainLoader:
     """Per-process batches of `batch_size` at img_size x img_size (`TrainLoader`).
 
     The shuffle uses `seed` on every rank; each sample's augmentation is seeded by (seed, epoch, index), so it
@@ -130,7 +141,8 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
     Each worker keeps the `buffer_images` most recently decoded images (default min(8 * batch_size, 512)) for
     mosaic partners.
     `max_batches` caps the batches per epoch; `epochs` ends the stream after that many (workers do not assemble
-    batches of an epoch that will never run).
+    batches of an epoch that will never run). `cache` ("ram" | "disk"): decoded images kept between epochs
+    (detect.data.image_cache); the samples are the same bit for bit.
     """
     if img_size % stride:
         raise ValueError(f"image size {img_size} must be a multiple of the model's stride {stride}")
@@ -139,6 +151,8 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
         buffer_images = min(8 * batch_size, 512)
     dataset = TrainDataset(source, img_size, augment or AugmentConfig(), seed=seed, buffer_images=buffer_images,
                            epochs=epochs)
+    if cache:
+        dataset.image_cache = attach_image_cache(source, dataset, img_size, "train", cache, cache_dir)
     per_rank = -(-len(dataset) // world_size)
     if per_rank < batch_size:
         raise ValueError(f"{split} split has {len(dataset)} usable images: {per_rank} per rank with "
@@ -151,11 +165,14 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
 
 
 def build_eval_loader(spec, split: str, img_size: int, batch_size: int, workers: int, stride: int, rank: int,
-                      world_size: int, rect: bool = True, cache_dir=None) -> DataLoader:
+                      world_size: int, rect: bool = True, cache_dir=None, cache: str | None = None) -> DataLoader:
     """Letterboxed batches of this rank's share: whole batches dealt round-robin over the whole split."""
     source = open_split(spec, split, cache_dir)
     sizes = [(r.width, r.height) for r in source.records]
     batches, shapes = eval_batches(sizes, batch_size, img_size, stride, rect)
     dataset = EvalDataset(source, shapes, img_size)
+    if cache:  # the canvases are part of what is cached: the key carries them
+        kind = "eval-" + hashlib.sha1(np.ascontiguousarray(shapes, dtype=np.int64).tobytes()).hexdigest()[:8]
+        dataset.image_cache = attach_image_cache(source, dataset, img_size, kind, cache, cache_dir)
     return DataLoader(dataset, batch_sampler=ShardedBatchSampler(batches, rank, world_size),
                       collate_fn=collate_eval, **_loader_kwargs(workers))
