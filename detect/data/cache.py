@@ -18,18 +18,19 @@ from pathlib import Path
 
 import numpy as np
 
+from detect.data.record_table import RecordTable
 from detect.data.records import BadInputReport, ImageRecord
 from detect.runtime.dist import node_leaders_first
 from detect.runtime.files import atomic_write
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 2  # 2: per-box `difficult` flags
+CACHE_VERSION = 3  # 2: per-box `difficult` flags; 3: paths as one UTF-8 buffer (RecordTable)
 
 
 @dataclass
 class SplitLabels:
-    records: list[ImageRecord]
+    records: RecordTable | list[ImageRecord]  # a RecordTable once saved or loaded
     names: tuple[str, ...]
     category_ids: list[int]  # contiguous class index -> original category id
     dropped_image_ids: list[int]  # images of the annotation file that could not be used
@@ -67,21 +68,15 @@ def cache_file_for(cache_dir: Path, label: str, split: str, location: str) -> Pa
 
 
 def save_labels(path: Path, key: str, labels: SplitLabels) -> None:
-    recs = labels.records
+    table = labels.records if isinstance(labels.records, RecordTable) else RecordTable.from_records(labels.records)
     meta = {"version": CACHE_VERSION, "key": key, "names": list(labels.names),
             "category_ids": list(labels.category_ids), "dropped_image_ids": labels.dropped_image_ids,
             "report": labels.report.to_json()}
-    arrays = {
-        "paths": np.array([r.path for r in recs], dtype=str),
-        "sizes": np.array([(r.width, r.height) for r in recs], dtype=np.int64).reshape(-1, 2),
-        "image_ids": np.array([r.image_id for r in recs], dtype=np.int64),
-        "counts": np.array([len(r.classes) for r in recs], dtype=np.int64),
-        "boxes": np.concatenate([r.boxes for r in recs] or [np.zeros((0, 4), np.float32)]).astype(np.float32),
-        "classes": np.concatenate([r.classes for r in recs] or [np.zeros(0, np.int64)]).astype(np.int64),
-        "difficult": np.concatenate([r.difficult for r in recs] or [np.zeros(0, bool)]).astype(bool),
-        "meta": np.array(json.dumps(meta)),
-    }
-    atomic_write(path, lambda f: np.savez(f, **arrays))
+    arrays = {name: getattr(table, name) for name in TABLE_ARRAYS}
+    atomic_write(path, lambda f: np.savez(f, meta=np.array(json.dumps(meta)), **arrays))
+
+
+TABLE_ARRAYS = ("paths", "path_offsets", "sizes", "image_ids", "box_offsets", "boxes", "classes", "difficult")
 
 
 def load_labels(path: Path, key: str) -> tuple[SplitLabels | None, str]:
@@ -95,20 +90,16 @@ def load_labels(path: Path, key: str) -> tuple[SplitLabels | None, str]:
                 return None, f"format version {meta.get('version')} != {CACHE_VERSION}"
             if meta.get("key") != key:
                 return None, "stale (files or labels changed)"
-            paths, sizes, ids = z["paths"], z["sizes"], z["image_ids"]
-            ends = np.cumsum(z["counts"])
-            boxes, classes = np.split(z["boxes"], ends[:-1]), np.split(z["classes"], ends[:-1])
-            difficult = np.split(z["difficult"], ends[:-1])
+            table = RecordTable(*(z[name] for name in TABLE_ARRAYS))
     except Exception as e:  # any damage means: rebuild
         return None, f"unreadable ({type(e).__name__}: {e})"
-    records = [ImageRecord(str(p), int(s[0]), int(s[1]), b, c, int(i), d)
-               for p, s, i, b, c, d in zip(paths, sizes, ids, boxes, classes, difficult)]
-    return SplitLabels(records, tuple(meta["names"]), list(meta["category_ids"]), meta["dropped_image_ids"],
+    return SplitLabels(table, tuple(meta["names"]), list(meta["category_ids"]), meta["dropped_image_ids"],
                        BadInputReport.from_json(meta["report"])), ""
 
 
 def log_summary(labels: SplitLabels, what: str, log_file: Path, built: bool) -> None:
-    n_boxes = sum(len(r.classes) for r in labels.records)
+    n_boxes = len(labels.records.classes) if isinstance(labels.records, RecordTable) else sum(
+        len(r.classes) for r in labels.records)
     line = labels.report.summary(what, len(labels.records), n_boxes)
     if labels.report.entries:
         line += f" (offending files listed in {log_file})"
@@ -129,6 +120,7 @@ def cached_labels(cache_file: Path, key_fn: Callable[[], str], build_fn: Callabl
             if why != "absent":
                 log.warning(f"label cache {cache_file} is {why}: rebuilding it")
             labels = build_fn()
+            labels.records = RecordTable.from_records(labels.records)
             save_labels(cache_file, key, labels)
             labels.report.write_log(issues_log_for(cache_file))
         log_summary(labels, what, issues_log_for(cache_file), built=why != "")
