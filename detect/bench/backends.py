@@ -2,7 +2,8 @@
 (unfused, fused, and the packed path predict and val use), onnxruntime and OpenCV's DNN module on an ONNX export,
 and OpenCV's Darknet importer in a child process (OpenCV 4.x from `--opencv-path`; 5.x dropped the importer).
 
-Every backend yields the model's [N, P, 5+K] rows, so each one's result is compared with the unfused model's."""
+Every backend yields the model's [N, P, 5+K] rows, so each one's result is compared with the unfused model's.
+`predict_models` gives the models predict's own path (detect.api.detect_images) runs on real images."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import torch
 
 from detect.darknet import Darknet
 from detect.darknet.load import for_inference
+from detect.export.onnx_export import OnnxExportOptions, export_onnx
 
 from .onnx_model import export_onnx_bytes
 from .timing import timed
@@ -50,13 +52,24 @@ def torch_backends(model: Darknet, x: torch.Tensor) -> list[Backend]:
     return backends
 
 
-def onnxruntime_backend(onnx_bytes: bytes, x: np.ndarray, threads: int) -> Backend:
+def onnxruntime_options(threads: int):
+    """onnxruntime's session options: `threads` threads that sleep while they wait, as PyTorch's do under
+    OMP_WAIT_POLICY=PASSIVE. Its threads spin by default after a run, and took the cores from whichever
+    backend ran next: about 25 ms more on a 35 ms yolov3-tiny pass, 2 threads on 2 cores."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    session = onnxruntime.InferenceSession(onnx_bytes, options, providers=["CPUExecutionProvider"])
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
+def onnxruntime_backend(onnx_bytes: bytes, x: np.ndarray, threads: int) -> Backend:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(onnx_bytes, onnxruntime_options(threads),
+                                           providers=["CPUExecutionProvider"])
 
     def forward():
         return session.run(None, {"images": x})[0]
@@ -161,6 +174,35 @@ def opencv_worker_backends(opencv_path: str, model: Darknet, weights: Path, onnx
             continue
         backends.append(worker_backend(name, worker, workdir, convert))
     return backends, problems
+
+
+def predict_models(model: Darknet, size: int, threads: int,
+                   workdir: Path) -> tuple[dict[str, tuple], list[str]]:
+    """name -> (model for detect.api.detect_images, note), each as a tool would load it: `for_inference` (what
+    predict runs on the CPU), the same unpacked, the model as loaded, and a --dynamic ONNX export run through
+    detect.export.runtime (predict's `.onnx` path); the list holds a line for each that could not be made."""
+    models = {"torch-packed": (for_inference(copy.deepcopy(model), torch.device("cpu")),
+                               "for_inference: fused, oneDNN-packed, NHWC (predict's default)"),
+              "torch-fused": (for_inference(copy.deepcopy(model), torch.device("cpu"), pack=False),
+                              "for_inference(pack=False): fused, plain nn.Conv2d"),
+              "torch-unfused": (model, "nn.Conv2d + BatchNorm2d")}
+    problems = []
+    try:
+        import onnxruntime
+
+        from detect.export.metadata import OnnxMetadata
+        from detect.export.runtime import OnnxModel
+
+        path = workdir / "dynamic.onnx"
+        export_onnx(model, path, OnnxExportOptions(img_size=(size, size), dynamic=True))
+        session = onnxruntime.InferenceSession(str(path), onnxruntime_options(threads),
+                                               providers=["CPUExecutionProvider"])
+        metadata = OnnxMetadata.from_props(session.get_modelmeta().custom_metadata_map, path)
+        models["onnxruntime"] = (OnnxModel(session, metadata, path),
+                                 f"onnxruntime {onnxruntime.__version__}, detect.export --dynamic")
+    except Exception as error:  # noqa: BLE001 - a runtime that cannot load the model is reported, not fatal
+        problems.append(f"onnxruntime: not run ({type(error).__name__}: {error})")
+    return models, problems
 
 
 def build_backends(model: Darknet, x: torch.Tensor, threads: int, workdir: Path, weights: Path,

@@ -3,14 +3,18 @@
 predict and val use (CPU: fused + oneDNN-packed; CUDA: fused, bf16 autocast, channels_last). Then, on the CPU at
 batch 1, every inference backend side by side (PyTorch, onnxruntime, OpenCV DNN; `--opencv-path` adds an OpenCV
 4.x with its Darknet importer): medians, p10/p90, the ratio to OpenCV DNN and the largest difference from the
-unfused model's rows. Modes and backends are interleaved round by round. Figures, not pass/fail."""
+unfused model's rows. With `--images DIR`, predict's own path on those real images (detect.api.detect_images
+at batch 1, each image on its rect canvas as predict's default, and on the square one of --square) per
+backend, in ms per image. Modes and backends are interleaved round by round. Figures, not pass/fail."""
 
 from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import os
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import cv2
@@ -18,11 +22,13 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from detect.api import InferenceSettings, canvas_shape, detect_images
 from detect.darknet import Darknet
 from detect.darknet.load import for_inference, load_model
+from detect.data.images import IMAGE_SUFFIXES, BadImage, read_image
 from detect.runtime.commands import run_command
 
-from .backends import build_backends, darknet_comparable
+from .backends import build_backends, darknet_comparable, predict_models
 from .timing import interleave, timed
 
 
@@ -44,7 +50,18 @@ def parse_args(argv):
     parser.add_argument("--image", help="an image for the comparison (letterboxed to --img; default: noise)")
     parser.add_argument("--opencv-path", help="folder holding an OpenCV 4.x cv2 package (e.g. pip install "
                         "--target DIR opencv-python-headless==4.*), run in a child process for its Darknet importer")
+    parser.add_argument("--images", help="a folder of real images: also time predict's own path on them "
+                        "(detect.api.detect_images, batch 1, rect canvases and --square) per CPU backend")
+    parser.add_argument("--image-count", type=int, default=16,
+                        help="how many of --images (the first by name)")
+    parser.add_argument("--image-rounds", type=int, default=3,
+                        help="timed passes over those images, after a first pass timed apart")
     args = parser.parse_args(argv)
+    if args.images and not Path(args.images).is_dir():
+        parser.error(f"--images {args.images}: not a folder")
+    if args.image_count < 1 or args.image_rounds < 1:
+        parser.error(f"--image-count and --image-rounds must be positive, got {args.image_count} and "
+                     f"{args.image_rounds}")
     if args.opencv_path and not Path(args.opencv_path).is_dir():
         parser.error(f"--opencv-path {args.opencv_path}: not a folder (pip install --target FOLDER "
                      f"opencv-python-headless==4.* makes one)")
@@ -154,6 +171,56 @@ def compare_backends(model: Darknet, x: torch.Tensor, args) -> None:
         print(line)
 
 
+def read_images(folder: str, count: int) -> list[np.ndarray]:
+    """The first `count` images of `folder` by name, BGR, as predict reads them."""
+    paths = sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)[:count]
+    if not paths:
+        raise ValueError(f"--images {folder}: no image files in it ({', '.join(IMAGE_SUFFIXES)})")
+    try:
+        return [read_image(path) for path in paths]
+    except BadImage as e:
+        raise ValueError(f"--images {folder}: {e.detail}") from None
+
+
+def image_runner(model, images: list[np.ndarray], settings: InferenceSettings):
+    """A runner for `interleave`: detect.api.detect_images on the next image, in turn, round after round."""
+    turn = itertools.cycle(images)
+    return timed(lambda: detect_images(model, [next(turn)], settings, "cpu"))
+
+
+def compare_on_images(model: Darknet, images: list[np.ndarray], args) -> None:
+    """predict's own path at batch 1 (letterbox, forward pass, NMS, boxes back into the image) on real images,
+    every backend in turn on each image: median ms per image on the rect canvases (predict's default) and on
+    the square one (--square). The first pass, in which each canvas is met for the first time, is apart."""
+    rect, stride = InferenceSettings(args.img), model.max_stride
+    canvases = Counter(canvas_shape(image.shape[1], image.shape[0], rect, stride) for image in images)
+    with tempfile.TemporaryDirectory(prefix="bench-model-") as tmp:
+        models, problems = predict_models(model, args.img, args.threads, Path(tmp))
+        runners, notes = {}, {}
+        for name, (candidate, note) in models.items():
+            for canvas, square in (("rect", False), ("square", True)):
+                settings = InferenceSettings(args.img, square=square, batch_size=1)
+                runners[f"{name} {canvas}"] = image_runner(candidate, images, settings)
+                notes[f"{name} {canvas}"] = note
+        first = interleave(runners, len(images), warmup=0)
+        timings = interleave(runners, len(images) * args.image_rounds, warmup=0)
+    shapes = ", ".join(f"{h}x{w} ({n})" for (h, w), n in canvases.most_common())
+    print(f"\npredict's path on real images (detect.api.detect_images, batch 1, --img {args.img}, "
+          f"{args.threads} threads): {len(images)} images of {args.images}, rect canvases {shapes}; a first "
+          f"pass, then timed passes: {args.image_rounds}, backends in turn on each image")
+    base = timings["torch-packed rect"].median
+    print(f"{'backend':16s} {'canvas':7s} {'median ms/img':>13s} {'p10':>8s} {'p90':>8s} {'first pass':>10s} "
+          f"{'vs torch-packed rect':>20s}  what")
+    for key, t in timings.items():
+        name, canvas = key.split()
+        print(f"{name:16s} {canvas:7s} {t.median:13.2f} {t.p10:8.2f} {t.p90:8.2f} {first[key].mean:10.2f} "
+              f"{t.median / base:19.2f}x  {notes[key]}")
+    print("first pass: mean ms per image of the first pass over the images, which meets each canvas first "
+          "(torch-packed packs its weights for a new shape then)")
+    for line in problems:
+        print(line)
+
+
 def main(argv=None) -> int:
     return run_command(parse_args, run, argv)
 
@@ -161,6 +228,7 @@ def main(argv=None) -> int:
 def run(args) -> None:
     torch.set_num_threads(args.threads)
     x = comparison_input(args.image, args.img)  # read first: a bad --image fails before any timing
+    images = read_images(args.images, args.image_count) if args.images else None
     model = load_model(args.cfg, args.weights, img_size=args.img, exact=args.weights is not None).model.eval()
     params = sum(p.numel() for p in model.parameters())
     print(f"cfg {args.cfg}  input {args.img}x{args.img}  layers {len(model.layers)}  heads {len(model.heads)}")
@@ -179,3 +247,5 @@ def run(args) -> None:
           + (f", {torch.cuda.get_device_name()}" if any(d.type == "cuda" for d in devices) else ""))
     if args.rounds > 0 and torch.device("cpu") in devices:
         compare_backends(model, x, args)
+    if images and torch.device("cpu") in devices:
+        compare_on_images(model, images, args)

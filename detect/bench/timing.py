@@ -14,6 +14,7 @@ class Timing:
     p10: float
     p90: float
     runs: int
+    mean: float
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:
@@ -26,7 +27,8 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
 
 def summarize(milliseconds: list[float]) -> Timing:
     values = sorted(milliseconds)
-    return Timing(percentile(values, 0.5), percentile(values, 0.1), percentile(values, 0.9), len(values))
+    return Timing(percentile(values, 0.5), percentile(values, 0.1), percentile(values, 0.9), len(values),
+                  sum(values) / len(values))
 
 
 def timed(run: Callable[[], object]) -> Callable[[], float]:

@@ -1,6 +1,8 @@
-"""The model benchmark's side-by-side timing, its OpenCV child process and its backend comparison (figures are
-not checked, only that every backend runs and gives the model's rows)."""
+"""The model benchmark's side-by-side timing, its OpenCV child process, its backend comparison and its rows of
+predict's own path on images (figures are not checked, only that every backend runs and gives the model's
+rows, or a time per image)."""
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -18,7 +20,7 @@ def test_percentiles_and_summary():
     assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 0.5) == 3.0
     assert percentile([10.0, 20.0], 0.1) == pytest.approx(11.0)
     timing = summarize([5.0, 1.0, 4.0, 2.0, 3.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0])
-    assert (timing.median, timing.p10, timing.p90, timing.runs) == (6.0, 2.0, 10.0, 11)
+    assert (timing.median, timing.p10, timing.p90, timing.runs, timing.mean) == (6.0, 2.0, 10.0, 11, 6.0)
 
 
 def test_interleave_alternates_backends_and_skips_warmup():
@@ -84,12 +86,42 @@ def test_backend_comparison_runs_every_backend_on_a_small_cfg(tmp_path, capsys):
     assert diffs["torch-unfused"] == 0 and max(diffs.values()) < 1e-3
 
 
+def test_predict_path_rows_on_images(tmp_path, capsys):
+    cfg = tmp_path / "small.cfg"
+    cfg.write_text(YOLO_CFG)
+    folder = tmp_path / "images"
+    folder.mkdir()
+    generator = np.random.default_rng(0)
+    for name, (height, width) in {"wide.jpg": (30, 60), "tall.png": (50, 20), "wide2.jpg": (31, 61)}.items():
+        cv2.imwrite(str(folder / name), generator.integers(0, 255, (height, width, 3), dtype=np.uint8))
+    (folder / "notes.txt").write_text("not an image")
+    assert bench_model.main(["--cfg", str(cfg), "--img", "64", "--batch-sizes", "1", "--device", "cpu",
+                             "--cpu-iters", "1", "--rounds", "0", "--threads", "1", "--images", str(folder),
+                             "--image-count", "2", "--image-rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "2 images of" in out and "rect canvases 68x28 (1), 36x68 (1)" in out  # the first 2 by name
+    rows = {}
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) > 6 and fields[1] in ("rect", "square"):
+            rows[tuple(fields[:2])] = [float(v) for v in fields[2:6]]  # median, p10, p90, first pass
+    backends = ("torch-packed", "torch-fused", "torch-unfused", "onnxruntime")
+    assert set(rows) == {(b, canvas) for b in backends for canvas in ("rect", "square")}
+    assert all(v > 0 for values in rows.values() for v in values)
+
+
 def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
     cfg = tmp_path / "small.cfg"
     cfg.write_text(YOLO_CFG)
     with pytest.raises(SystemExit):
         bench_model.main(["--cfg", str(cfg), "--opencv-path", str(tmp_path / "missing")])
     assert "--opencv-path" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench_model.main(["--cfg", str(cfg), "--images", str(tmp_path / "missing")])
+    assert "--images" in capsys.readouterr().err
+    assert bench_model.main(["--cfg", str(cfg), "--img", "64", "--batch-sizes", "1", "--device", "cpu",
+                             "--cpu-iters", "1", "--rounds", "0", "--images", str(tmp_path)]) == 2
+    assert "no image files" in capsys.readouterr().err
     assert bench_model.main(["--cfg", str(cfg), "--img", "64", "--batch-sizes", "1", "--device", "cpu",
                              "--cpu-iters", "1", "--rounds", "1", "--image", str(tmp_path / "none.jpg")]) == 2
     assert "--image" in capsys.readouterr().err
