@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import shutil
 import zlib
 from pathlib import Path
 
@@ -51,14 +50,6 @@ def set_rng_state(state: dict) -> None:
     if state.get("cuda") and torch.cuda.is_available():
         cuda_states = state["cuda"][: torch.cuda.device_count()]
         torch.cuda.set_rng_state_all(cuda_states)
-
-
-def copy_atomic(src: str | Path, dst: str | Path) -> None:
-    """Copy a finished checkpoint (e.g. last.pt to best.pt) so that `dst` is never partial."""
-    def copy(out):
-        with open(src, "rb") as inp:
-            shutil.copyfileobj(inp, out)
-    atomic_write(dst, copy)
 
 
 class _Crc32Writer:
@@ -152,11 +143,25 @@ def save_checkpoint(state: dict, path: str | Path, keep_previous: bool = True) -
     return True
 
 
+def lean_checkpoint(ckpt: dict, img_size: int | None = None) -> dict:
+    """What inference and fine-tuning need from a full checkpoint (best.pt, and any file users share): the
+    EMA weights (the model's when the run had no EMA) under the key they came from, the cfg, the class names
+    and the run's metadata; no optimiser, scaler, RNG or second copy of the weights. `img_size`: the size the
+    run trained at (also in `opts`), which the tools take as their default."""
+    key = "ema" if ckpt.get("ema") is not None else "model"
+    opts = dict(ckpt.get("opts") or {})
+    if img_size is not None:
+        opts["img_size"] = int(img_size)
+    return {key: ckpt[key], "cfg_text": ckpt["cfg_text"], "names": list(ckpt["names"]), "epoch": ckpt["epoch"],
+            "best_fitness": ckpt.get("best_fitness"), "hyp": ckpt.get("hyp"), "opts": opts, "lean": True}
+
+
 def check_resumable(ckpt: dict, path: str | Path) -> None:
     missing = [k for k in REQUIRED_RESUME_KEYS if k not in ckpt]
     if missing:
-        raise ValueError(f"{path} cannot be resumed: it lacks {', '.join(missing)} (a weights-only file? "
-                         f"use --weights {path} to fine-tune from it instead)")
+        what = ("best.pt holds the best weights only" if ckpt.get("lean") else "a weights-only file?")
+        raise ValueError(f"{path} cannot be resumed: it lacks {', '.join(missing)} ({what}: resume from "
+                         f"last.pt, or fine-tune from it with --weights {path})")
 
 
 def build_checkpoint(*, model, ema, optimizer, scaler, epoch: int, step: int, batch_in_epoch: int,

@@ -215,7 +215,7 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
                       scaler=torch.amp.GradScaler(ctx.device.type, enabled=amp == torch.float16), amp_dtype=amp,
                       ema=ema, train_loader=loader, accumulate=accumulate, hyp=hyp, names=names, opts=opts,
                       run_dir=run_dir, evaluate_fn=evaluate_fn, frozen_bn=frozen_bn, multi_scale=multi_scale,
-                      channels_last=uses_channels_last(ctx.device))
+                      channels_last=uses_channels_last(ctx.device), img_size=img_size)
 
 
 def prepare(opts: TrainOptions, ctx: dist.DistContext):

@@ -13,7 +13,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from detect.engine.checkpoint import build_checkpoint, copy_atomic, rng_state, save_checkpoint, set_rng_state
+from detect.darknet.pt_files import atomic_save
+from detect.engine.checkpoint import (
+    build_checkpoint,
+    lean_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from detect.engine.config import Hyp
 from detect.engine.ema import ModelEMA
 from detect.engine.loss import YoloLoss
@@ -57,6 +64,7 @@ class TrainSetup:
     multi_scale: object = None
     channels_last: bool = False
     progress: bool = True
+    img_size: int | None = None  # the training size (best.pt records it for the tools)
 
 
 @dataclass
@@ -73,7 +81,7 @@ class TrainState:
 
 def write_checkpoint(setup: TrainSetup, state: TrainState, path: Path, best: bool = False) -> None:
     """Collective (every rank gathers its RNG state); rank 0 writes `path` atomically, verified, the previous
-    one kept (detect.engine.checkpoint.save_checkpoint), and copies it to best.pt when `best`. When rank 0 cannot
+    one kept (detect.engine.checkpoint.save_checkpoint), and writes the lean best.pt from it when `best`. When rank 0 cannot
     write (full disk, I/O error), every rank raises `CheckpointWriteError`: continuing would train epochs
     that no checkpoint could keep, and the previous checkpoint is intact to resume from."""
     st = state
@@ -90,8 +98,8 @@ def write_checkpoint(setup: TrainSetup, state: TrainState, path: Path, best: boo
                                 opts=setup.opts.to_dict(), rank_rng=every_rng)
         try:
             save_checkpoint(ckpt, path)
-            if best:
-                copy_atomic(path, path.with_name("best.pt"))
+            if best:  # what inference and fine-tuning need; resuming is last.pt's job
+                atomic_save(lean_checkpoint(ckpt, setup.img_size), path.with_name("best.pt"))
         except OSError as e:
             kept = f"{path} is as it was" if path.exists() else "no checkpoint was written yet"
             failure = (f"could not write {path} ({type(e).__name__}: {e}); {kept}: free space (or fix the "

@@ -15,6 +15,7 @@ from detect.engine.checkpoint import (
 )
 from detect.engine.ema import ModelEMA
 from detect.engine.optim import build_optimizer
+from tests.conftest import ROOT
 
 
 def test_rng_state_roundtrip_through_weights_only_file(tmp_path):
@@ -76,3 +77,37 @@ def test_failed_save_leaves_old_file(tmp_path, monkeypatch):
         atomic_save({"epoch": 2}, target)
     assert torch.load(target, weights_only=True)["epoch"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+
+
+def test_best_pt_of_yolov3_tiny_holds_the_ema_weights_only(tmp_path):
+    """The lean file of an 8.9M-parameter model is its float32 weights (35 MB) plus a little, where the full
+    checkpoint carries the model, the EMA and the optimiser state (3x); the tools load it as before and
+    --resume refuses it with the way out."""
+    import pytest
+
+    from detect import Darknet
+    from detect.darknet.pt_files import checkpoint_state_dict
+    from detect.engine.checkpoint import lean_checkpoint
+    from detect.engine.ema import ModelEMA
+    from detect.engine.optim import build_optimizer
+
+    model = Darknet(str(ROOT / "cfg" / "yolov3-tiny.cfg"))
+    ema = ModelEMA(model)
+    optimizer = build_optimizer(model, "sgd", 0.01, 0.937, 5e-4)
+    loss = sum(p.sum() for p in model.parameters())
+    loss.backward()
+    optimizer.step()  # momentum buffers: the optimiser state a full checkpoint carries
+    full = build_checkpoint(model=model, ema=ema, optimizer=optimizer, scaler=None, epoch=3, step=30,
+                            batch_in_epoch=0, best_fitness=0.5, cfg_text=model.cfg_text, names=["a"] * 80,
+                            hyp={"lr0": 0.01}, opts={"epochs": 10, "img_size": None}, rank_rng=[rng_state()])
+    save_checkpoint(full, tmp_path / "last.pt")
+    atomic_save(lean_checkpoint(full, 416), tmp_path / "best.pt")
+    full_mb, lean_mb = ((tmp_path / n).stat().st_size / 2**20 for n in ("last.pt", "best.pt"))
+    params = sum(p.numel() for p in model.parameters())
+    assert 8.8e6 < params < 9.0e6 and lean_mb <= 37 and full_mb > 2.5 * lean_mb, (full_mb, lean_mb)
+    best = load_checkpoint(tmp_path / "best.pt")
+    assert best["opts"] == {"epochs": 10, "img_size": 416} and "optimizer" not in best and "model" not in best
+    assert all(torch.equal(checkpoint_state_dict(best)[k], ema.module.state_dict()[k]) for k in best["ema"])
+    with pytest.raises(ValueError, match=r"best.pt cannot be resumed: it lacks model, optimizer, step \(best.pt "
+                                         r"holds the best weights only: resume from last.pt, or fine-tune"):
+        check_resumable(best, tmp_path / "best.pt")
