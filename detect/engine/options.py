@@ -52,6 +52,8 @@ class TrainOptions:
     eval_interval: int = 1
     max_batches: int | None = None
     cache_dir: str | None = None
+    cache: str | None = None  # ram | disk: decoded images kept between epochs (detect.data.image_cache)
+    coco_backend: str = "faster-coco-eval"
     plots: bool = True
     tensorboard: bool = False
     dist_timeout: float = DEFAULT_TIMEOUT_S  # seconds a collective waits for the slowest rank (detect.runtime.dist)
@@ -114,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-interval", type=int, default=d.eval_interval, help="evaluate every N epochs (and last)")
     p.add_argument("--max-batches", type=int, default=None, help="stop each epoch after N micro-batches (smoke runs)")
     p.add_argument("--cache-dir", default=None, help="label cache / generated-data folder (default: the data module's)")
+    p.add_argument("--cache", default=None, choices=("ram", "disk"),
+                   help="decode every image once and keep it resized: ram = shared memory, one copy per node; "
+                        "disk = beside the label cache (default: decode every epoch)")
+    p.add_argument("--coco-backend", default=d.coco_backend, choices=("faster-coco-eval", "pycocotools"),
+                   help="COCOeval engine of the evaluations (the same numbers; faster-coco-eval is C++)")
     p.add_argument("--no-plots", dest="plots", action="store_false",
                    help="no pictures in the run folder (results.png, labels.png, PR/F1/confusion, mosaics)")
     p.add_argument("--tensorboard", action="store_true",

@@ -41,7 +41,8 @@ def new_run_dir(opts: TrainOptions) -> Path:
     return Path(dist.broadcast_object(str(path) if path else None))
 
 
-def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, stride: int, ctx, on_result=None):
+def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, stride: int, ctx, on_result=None,
+                   cache: str | None = None, cache_dir=None, backend: str = "faster-coco-eval"):
     """A callable(model) -> (mAP@0.5:0.95, metrics) over the opened val split, or None without one;
     `on_result(EvalResult)` sees each result (the run's plots)."""
     from detect.data.loader import build_eval_loader
@@ -50,8 +51,9 @@ def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, str
     if val_source is None:
         log.warning("the data spec has no val split: best.pt follows the training loss")
         return None
-    loader = build_eval_loader(val_source, "val", img_size, batch_size, workers, stride, ctx.rank, ctx.world_size)
-    evaluator = CocoEvaluator(val_source)
+    loader = build_eval_loader(val_source, "val", img_size, batch_size, workers, stride, ctx.rank, ctx.world_size,
+                               cache_dir=cache_dir, cache=cache)
+    evaluator = CocoEvaluator(val_source, backend=backend)
 
     def run(model):
         result = evaluate(model, loader, evaluator, ctx.device, channels_last=uses_channels_last(ctx.device))
@@ -196,9 +198,11 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
     model, ddp_model = wrap_model(model, opts, ctx)
     ema = ModelEMA(model, hyp.ema.decay, hyp.ema.tau) if opts.ema else None
     loader = build_train_loader(train_source, img_size, opts.batch_size, hyp.augment, opts.workers, model.max_stride,
-                                ctx.rank, ctx.world_size, opts.seed, max_batches=opts.max_batches, epochs=opts.epochs)
+                                ctx.rank, ctx.world_size, opts.seed, cache_dir=opts.cache_dir,
+                                max_batches=opts.max_batches, epochs=opts.epochs, cache=opts.cache)
     evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx,
-                                 monitor.on_evaluation if monitor is not None else None)
+                                 monitor.on_evaluation if monitor is not None else None, opts.cache,
+                                 opts.cache_dir, opts.coco_backend)
     optimizer, schedule, accumulate, steps_per_epoch = build_optimisation(model, opts, hyp, ctx, len(loader),
                                                                              transferred)
     amp = amp_dtype(opts.amp, ctx.device)
