@@ -54,14 +54,18 @@ print("RESULT " + json.dumps({"images_per_s": args["batches"] * args["batch"] / 
 '''
 
 
-def measure_ours(spec_path: str, img: int, batch: int, workers: int, batches: int, cache_dir: str | None) -> dict:
+def measure_ours(spec_path: str, img: int, batch: int, workers: int, batches: int, cache_dir: str | None,
+                 cache: str | None = None, buffer_images: int | None = None) -> dict:
     import gc
 
     from detect.data.augment_config import AugmentConfig
     from detect.data.loader import build_train_loader
 
+    tick = time.perf_counter()
     loader = build_train_loader(spec_path, img, batch, AugmentConfig(**AUGMENT), workers, 32, 0, 1, seed=0,
-                                cache_dir=cache_dir)
+                                cache_dir=cache_dir, cache=cache, buffer_images=buffer_images)
+    setup_s = time.perf_counter() - tick
+    cache_mb = loader.dataset.image_cache.nbytes / 2**20 if loader.dataset.image_cache is not None else 0.0
     done, start, epoch = -1, None, 0
     while done < batches:
         for _ in loader.epoch(epoch):
@@ -74,14 +78,16 @@ def measure_ours(spec_path: str, img: int, batch: int, workers: int, batches: in
     elapsed = time.perf_counter() - start
     loader.close()
     gc.collect()  # the workers exit with the stream; their peak shows in RUSAGE_CHILDREN
-    return {"images_per_s": batches * batch / elapsed, "workers_used": workers,
+    return {"images_per_s": batches * batch / elapsed, "workers_used": workers, "setup_s": setup_s,
+            "cache_mb": cache_mb,
             "main_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 
 
-def run_isolated(spec_path: str, img: int, batch: int, workers: int, batches: int, cache_dir) -> dict:
+def run_isolated(spec_path: str, img: int, batch: int, workers: int, batches: int, cache_dir,
+                 cache: str | None = None, buffer_images: int | None = None) -> dict:
     """measure_ours in a fresh interpreter, so the memory figures are this configuration's alone."""
-    payload = json.dumps([spec_path, img, batch, workers, batches, cache_dir])
+    payload = json.dumps([spec_path, img, batch, workers, batches, cache_dir, cache, buffer_images])
     code = ("import json, sys; from detect.bench.data import measure_ours; "
             "print('RESULT ' + json.dumps(measure_ours(*json.loads(sys.argv[1]))))")
     proc = subprocess.run([sys.executable, "-c", code, payload], capture_output=True, text=True, timeout=1800)
@@ -137,6 +143,9 @@ def parse_args(argv):
     p.add_argument("--workers", type=int, default=2, help="measure 0, 1, ..., N loader workers")
     p.add_argument("--batches", type=int, default=30, help="timed batches per configuration")
     p.add_argument("--cache-dir", default=None, help="label cache / synthetic data folder (default .cache)")
+    p.add_argument("--cache", default="none", choices=("none", "ram", "disk", "compare"),
+                   help="image cache of the loader; compare: rows without (with the per-worker buffer of recent "
+                        "images, and without it as on a large split where it rarely hits) and with --cache ram")
     p.add_argument("--ultralytics-python", default=None,
                    help="python of an environment with ultralytics installed, to time its loader too")
     return p.parse_args(argv)
@@ -149,9 +158,15 @@ def main(argv=None) -> int:
           f"{args.batches} timed batches, {os.cpu_count()} CPU core(s)")
     print(f"{'loader':12s} {'workers':>7s} {'used':>5s} {'images/s':>9s} {'per worker':>11s} "
           f"{'main MB':>8s} {'worker MB':>8s}")
-    for w in range(args.workers + 1):
-        r = run_isolated(args.data, args.img, args.batch, w, args.batches, args.cache_dir)
-        print(format_row("detect", w, r), flush=True)
+    # (row name, cache, per-worker buffer of recent images: None = the loader's default)
+    rows = {"none": [("detect", None, None)], "ram": [("detect ram", "ram", None)],
+            "disk": [("detect disk", "disk", None)],
+            "compare": [("detect", None, None), ("no buffer", None, 0), ("detect ram", "ram", None)]}[args.cache]
+    for name, cache, buffer in rows:
+        for w in range(args.workers + 1):
+            r = run_isolated(args.data, args.img, args.batch, w, args.batches, args.cache_dir, cache, buffer)
+            print(format_row(name, w, r) + (f"   cache {r['cache_mb']:.0f} MB, set-up {r['setup_s']:.1f} s"
+                                            if cache else ""), flush=True)
     if args.ultralytics_python:
         with tempfile.TemporaryDirectory() as tmp:
             images, names = export_yolo(args.data, args.cache_dir, Path(tmp))

@@ -153,6 +153,7 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
                            epochs=epochs)
     if cache:
         dataset.image_cache = attach_image_cache(source, dataset, img_size, "train", cache, cache_dir)
+        dataset.buffer_images = 0  # every image is a memory read away: no per-worker copies
     per_rank = -(-len(dataset) // world_size)
     if per_rank < batch_size:
         raise ValueError(f"{split} split has {len(dataset)} usable images: {per_rank} per rank with "
