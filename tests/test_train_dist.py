@@ -11,6 +11,7 @@ from detect.engine.setup import build_trainer
 from detect.engine.trainer import Trainer
 from detect.runtime import dist
 from detect.train import run
+from tests.conftest import ROOT
 from tests.distributed import run_distributed
 
 pytestmark = pytest.mark.slow
@@ -126,3 +127,30 @@ def test_full_run_writes_run_folder(tmp_path):
     if best["epoch"] == ckpt["epoch"]:  # the last epoch was the best: the same EMA weights
         assert all(torch.equal(best["ema"][k], ckpt["ema"][k]) for k in ckpt["ema"])
     assert (run_dir / "best.pt").stat().st_size < 0.6 * (run_dir / "last.pt").stat().st_size
+
+
+def test_a_fine_tune_from_a_pt_without_cfg_trains_the_pts_model(tmp_path, caplog):
+    """A run of a wider cfg, then a fine-tune from its best.pt with no --cfg: the new run builds the .pt's
+    model (every tensor copied, none skipped) and says so, where it used to build the default cfg and load 31
+    of 70 tensors; a --cfg that differs is honoured, with a warning."""
+    from tests.log_lines import log_lines
+
+    caplog.set_level("INFO", logger="detect.engine.setup")
+    wide = tmp_path / "wide.cfg"
+    wide.write_text((ROOT / "cfg" / "yolo-mini.cfg").read_text().replace("filters=16", "filters=24", 1))
+    first = tiny_options(tmp_path, cfg=str(wide), epochs=1, name="first")
+    run(first, dist.init_distributed("cpu"))
+    best = tmp_path / "runs" / "first" / "best.pt"
+    with log_lines("detect.engine.setup") as lines:
+        trainer = build_trainer(tiny_options(tmp_path, weights=str(best), epochs=1, name="second"),
+                                dist.init_distributed("cpu"))
+    trainer.setup.train_loader.close()
+    assert f"cfg: the one {best} was trained with (no --cfg given)" in lines
+    assert trainer.setup.model.cfg_text == torch.load(best, weights_only=True)["cfg_text"]
+    assert trainer.setup.model.layers[0].conv.out_channels == 24
+    with log_lines("detect.engine.setup") as lines:
+        other = build_trainer(tiny_options(tmp_path, weights=str(best), epochs=1, name="third",
+                                           cfg=str(ROOT / "cfg" / "yolo-mini.cfg")), dist.init_distributed("cpu"))
+    other.setup.train_loader.close()
+    assert any(line.startswith("--cfg ") and "is not the cfg" in line for line in lines)
+    assert other.setup.model.layers[0].conv.out_channels == 16

@@ -25,7 +25,7 @@ DEFAULT_DATA = ROOT / "data" / "synthetic.yaml"
 class TrainOptions:
     """The run's settings (flags); hyperparameters are `detect.engine.config.Hyp`, read from `hyp`."""
 
-    cfg: str = str(DEFAULT_CFG)
+    cfg: str | None = None  # None: a .pt --weights' own cfg, else DEFAULT_CFG (detect.engine.setup.choose_cfg)
     data: str = str(DEFAULT_DATA)
     hyp: str | None = None  # None: the defaults of detect.engine.config (cfg/hyp.yaml lists them)
     weights: str | None = None
@@ -68,7 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="train.py", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Train a Darknet .cfg detector. Same file under `python train.py` (one process) and "
                     "`torchrun --nproc_per_node=N train.py` (DDP; gloo on CPU, NCCL on CUDA).")
-    p.add_argument("--cfg", default=d.cfg, help="Darknet model .cfg")
+    p.add_argument("--cfg", default=None,
+                   help="Darknet model .cfg (default: the cfg a .pt in --weights was trained with, else "
+                        "cfg/yolo-mini.cfg)")
     p.add_argument("--data", default=d.data, help="dataset spec yaml (data/*.yaml)")
     p.add_argument("--hyp", default=None,
                    help="hyperparameter yaml (optimiser, loss gains, augmentation); keys left out keep their "

@@ -21,7 +21,7 @@ from detect.engine.finetune import RunShape, plan_run
 from detect.engine.loss import YoloLoss
 from detect.engine.monitor import ResultsCsv, chain
 from detect.engine.optim import LRSchedule, accumulation_steps, build_optimizer, scaled_parameter_names
-from detect.engine.options import TrainOptions
+from detect.engine.options import DEFAULT_CFG, TrainOptions
 from detect.engine.resume import resume_checkpoint
 from detect.engine.trainer import Trainer
 from detect.engine.trainer_state import TrainSetup
@@ -212,7 +212,7 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
 
         multi_scale = MultiScale(img_size, model.max_stride, seed=opts.seed)
     log.info("%s: %d classes, img %d, batch %d x %d processes x %d accumulated, %d steps/epoch, %s%s",
-             Path(str(opts.cfg)).name, len(names), img_size, opts.batch_size, ctx.world_size, accumulate,
+             Path(opts.cfg).name if opts.cfg else "the weights' cfg", len(names), img_size, opts.batch_size, ctx.world_size, accumulate,
              steps_per_epoch, opts.optimizer, f", AMP {amp}" if amp else "")
     return TrainSetup(ctx=ctx, model=model, ddp_model=ddp_model, loss=YoloLoss.for_model(model, hyp.loss),
                       optimizer=optimizer, schedule=schedule,
@@ -222,11 +222,36 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
                       channels_last=uses_channels_last(ctx.device), img_size=img_size)
 
 
+def _cfg_lines(text: str) -> list[str]:
+    return [line.split("#")[0].replace(" ", "") for line in text.splitlines() if line.split("#")[0].strip()]
+
+
+def choose_cfg(opts: TrainOptions) -> str:
+    """The model of a new run: --cfg; else the cfg a .pt in --weights was trained with (a fine-tune of a
+    fine-tune trains that model, not the default); else the default cfg. Each choice is logged."""
+    from detect.darknet.pt_files import is_torch_checkpoint, load_checkpoint
+
+    weights = opts.weights
+    pt_cfg = None
+    if weights and Path(weights).is_file() and is_torch_checkpoint(weights):
+        pt_cfg = load_checkpoint(weights).get("cfg_text")
+    if opts.cfg is not None:
+        if pt_cfg and _cfg_lines(Path(opts.cfg).read_text()) != _cfg_lines(pt_cfg):
+            log.warning("--cfg %s is not the cfg %s was trained with: training --cfg as asked, with the tensors "
+                        "of the weights that fit it (leave --cfg out to train the .pt's own model)", opts.cfg,
+                        weights)
+        return opts.cfg
+    if pt_cfg:
+        log.info("cfg: the one %s was trained with (no --cfg given)", weights)
+        return pt_cfg
+    return str(DEFAULT_CFG)
+
+
 def prepare(opts: TrainOptions, ctx: dist.DistContext):
     """(options, hyp, run dir, cfg source, weights, checkpoint to resume or None)."""
     found = resume_checkpoint(opts, ctx)
     if found is None:
-        return opts, load_hyp(opts.hyp), new_run_dir(opts), opts.cfg, opts.weights, None
+        return opts, load_hyp(opts.hyp), new_run_dir(opts), choose_cfg(opts), opts.weights, None
     resume_path, ckpt = found
     saved = {k: v for k, v in ckpt["opts"].items() if k in TrainOptions.__dataclass_fields__}
     saved = TrainOptions(**{**saved, "device": opts.device, "workers": opts.workers, "resume": str(resume_path),
