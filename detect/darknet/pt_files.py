@@ -112,3 +112,13 @@ def save_pt(model, path: str | Path, names=None, ema_state: dict | None = None) 
     """A weights-only checkpoint of a Darknet model: {"model", "ema", "cfg_text", "names"}, atomically."""
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     atomic_save({"model": state, "ema": ema_state, "cfg_text": model.cfg_text, "names": list(names or [])}, path)
+
+
+def trained_img_size(weights: str | Path | None) -> int | None:
+    """The input size a `.pt` was trained at (its opts' img_size, which best.pt and last.pt record), or None for
+    Darknet weights, a file without it, or no file: the tools default to it rather than a fixed 416."""
+    if weights is None or not Path(weights).is_file() or not is_torch_checkpoint(weights):
+        return None
+    opts = load_checkpoint(weights).get("opts")
+    size = opts.get("img_size") if isinstance(opts, dict) else None
+    return int(size) if isinstance(size, (int, float)) and size > 0 else None

@@ -20,7 +20,7 @@ from detect.evaluation.cocoeval_engines import DEFAULT_BACKEND, evaluate_categor
 from detect.runtime import dist
 
 # detections a rank hands the COCO API at once (about 1 KB each there as Python objects)
-MAX_ROWS_AT_ONCE = 200_000
+MAX_ROWS_AT_ONCE = 120_000
 
 
 @dataclass
