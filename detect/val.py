@@ -20,10 +20,11 @@ from pathlib import Path
 import detect.runtime.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads; README "CPU inference")
 from detect.api import load_tool_model
 from detect.darknet.load import uses_channels_last
+from detect.evaluation.cocoeval_engines import BACKENDS, DEFAULT_BACKEND
 from detect.evaluation.coco import STAT_NAMES, format_class_table, format_summary
 from detect.evaluation.evaluator import CocoEvaluator, EvalResult, evaluate
 from detect.runtime import dist
-from detect.runtime.commands import run_command
+from detect.runtime.commands import DefaultsHelpFormatter, run_command
 from detect.runtime.files import atomic_write_text
 from detect.runtime.log import setup_logging
 from detect.runtime.precision import AMP_DTYPES, amp_dtype
@@ -39,11 +40,13 @@ def default_workers() -> int:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m detect.val", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m detect.val", description=__doc__.split("\n")[0],
+                                formatter_class=DefaultsHelpFormatter)
     p.add_argument("--cfg", help="Darknet .cfg (optional for .pt checkpoints, which carry their cfg)")
     p.add_argument("--weights", required=True, help=".weights, .pt checkpoint or .onnx (detect.export)")
     p.add_argument("--data", required=True, help="dataset spec (data/*.yaml)")
-    p.add_argument("--split", default="val", choices=("train", "val"))
+    p.add_argument("--split", default="val", choices=("train", "val"),
+                   help="which split of --data to evaluate (its `val:` or `train:` entry)")
     p.add_argument("--img-size", "--img", dest="img", type=int, default=416, help="input size (long side)")
     p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=32,
                    help="batch size (per process)")
@@ -60,6 +63,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="write PR_curve.png, F1_curve.png, confusion_matrix.png and val_batch0 mosaics")
     p.add_argument("--strict", action="store_true",
                    help="refuse a split with an unusable image instead of leaving it out of the metrics")
+    p.add_argument("--cache-dir", default=None,
+                   help="label cache folder (default: $DETECT_CACHE, else ~/.cache/detect), as train's")
+    p.add_argument("--cache", default=None, choices=("ram", "disk"),
+                   help="decoded, resized images kept for the next run: ram = shared memory (this run only), disk = "
+                        "beside the label cache (default: decode every image)")
+    p.add_argument("--coco-backend", default=DEFAULT_BACKEND, choices=BACKENDS,
+                   help="COCOeval engine (the same 12 numbers; faster-coco-eval is C++, pycocotools the reference)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--workers", type=int, default=default_workers(),
                    help="data loader workers per process (default: the CPU cores per local process, at most 4)")
@@ -74,13 +84,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def open_checked_split(data, split: str, num_classes: int, weights, strict: bool = False):
+def open_checked_split(data, split: str, num_classes: int, weights, strict: bool = False, cache_dir=None):
     """The split's source, opened once, after the checks that must fail before any work (dataset vs model)."""
     from detect.data.loader import open_split
     from detect.data.spec import load_data_spec
 
     spec = load_data_spec(data)
-    source = open_split(spec, split)
+    source = open_split(spec, split, cache_dir)
     if not source.records and not source.dropped_image_ids:
         raise ValueError(f"{data}: the {split} split has no images (check the annotation file / image folder)")
     if source.dropped_image_ids:
@@ -102,6 +112,8 @@ def report(result: EvalResult, run_dir: Path, args, save_json: bool, skipped: in
     """Print the summary and the class table; write metrics.json (and results.json)."""
     t = result.timings
     print("\n".join(result.coco_summary) or format_summary(result.stats))
+    ranks = len(result.rank_seconds) or 1
+    print(f"COCOeval engine: {result.backend}" + (f", categories shared by {ranks} ranks" if ranks > 1 else ""))
     print(format_class_table(result.per_class, result.num_images, result.stats))
     print(f"speed per image: {t['preprocess']:.1f} ms preprocess, {t['inference']:.1f} ms inference, "
           f"{t['nms']:.1f} ms NMS, {t['cocoeval']:.1f} ms COCOeval ({result.num_images} images)")
@@ -124,13 +136,15 @@ def run(args) -> EvalResult:
     try:
         model, _, args.square = load_tool_model(args.weights, args.cfg, ctx.device, args.img, args.square)
         # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
-        source = open_checked_split(args.data, args.split, model.num_classes, args.weights, args.strict)
+        source = open_checked_split(args.data, args.split, model.num_classes, args.weights, args.strict,
+                                    args.cache_dir)
         from detect.data.loader import build_eval_loader
 
         loader = build_eval_loader(source, args.split, args.img, args.batch, args.workers, model.max_stride,
-                                   ctx.rank, ctx.world_size, rect=not args.square)
+                                   ctx.rank, ctx.world_size, rect=not args.square, cache_dir=args.cache_dir,
+                                   cache=args.cache)
         evaluator = CocoEvaluator(source, args.conf, args.iou, args.max_det, multi_label=not args.single_label,
-                                  merge=not args.no_merge)
+                                  merge=not args.no_merge, backend=args.coco_backend)
         result = evaluate(model, loader, evaluator, ctx.device, amp_dtype=amp_dtype(args.amp, ctx.device),
                           channels_last=uses_channels_last(ctx.device))
         run_dir = dist.broadcast_object(next_run_dir(args.project, args.name) if ctx.is_main else None)

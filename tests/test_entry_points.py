@@ -73,3 +73,47 @@ def test_every_tool_accepts_both_spellings(tool):
 def test_half_is_amp_fp16(tool):
     parse, required, _, _ = TOOLS[tool]
     assert parse(required + ["--half"]).amp == "fp16"
+
+
+def _help_of(raw: str, flag: str) -> str:
+    """The help text of `flag` in argparse's --help output, its wrapped lines joined."""
+    lines = raw.split("options:", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith(flag))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("  -")), len(lines))
+    return " ".join(" ".join(lines[start:end]).split())
+
+
+def test_train_help_states_defaults_once_and_not_for_switches(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    raw = capsys.readouterr().out
+    text = " ".join(raw.split("options:", 1)[1].split())  # argparse wraps lines
+    assert "(default: True)" not in text and "(default: False)" not in text  # --no-ema, --no-plots, switches
+    assert "(default: None)" not in text  # --hyp, --img-size, --nbs say in words what happens
+    assert text.count("(default:") == text.count("(default: ") and "(default: 64;" in text
+    for flag, default in (("--epochs EPOCHS", "(default: 20)"), ("--batch-size BATCH_SIZE", "(default: 8)")):
+        assert default in _help_of(raw, flag), flag
+
+
+def test_val_split_has_help_and_defaults_are_stated(capsys):
+    with pytest.raises(SystemExit):
+        val_args(["--help"])
+    raw = capsys.readouterr().out
+    text, split = " ".join(raw.split("options:", 1)[1].split()), _help_of(raw, "--split")
+    assert "which split" in split and "(default: val)" in split
+    assert "(default: 0.001)" in _help_of(raw, "--conf") and "(default: None)" not in text
+    assert "(default: faster-coco-eval)" in _help_of(raw, "--coco-backend").replace("faster- coco", "faster-coco")
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the machine without a GPU")
+@pytest.mark.parametrize("tool", ["val", "predict"])
+def test_device_cuda_without_a_gpu_is_one_line_and_exit_2(tool, tmp_path, capsys):
+    from detect.predict import main as predict_main
+    from detect.val import main as val_main
+
+    argv = {"val": ["--weights", str(tmp_path / "w.pt"), "--data", str(tmp_path / "d.yaml")],
+            "predict": ["--weights", str(tmp_path / "w.pt"), "--source", str(tmp_path)]}[tool]
+    main = {"val": val_main, "predict": predict_main}[tool]
+    assert main(argv + ["--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "CUDA is not available" in err[0] and "--device cpu" in err[0], err

@@ -208,3 +208,34 @@ def test_coco_tiny_subset_same_metrics_for_1_2_3_ranks(shared, tmp_path):
     for world_size in (2, 3):
         for output in run_distributed(_evaluate_subset, world_size, args=args):
             assert output == reference
+
+
+def test_val_cache_dir_engine_and_image_cache(tmp_path, monkeypatch, capsys):
+    """--cache-dir holds the label cache (not the source tree), --cache disk the decoded images; the numbers are
+    the same with either COCOeval engine, and the report names the engine that ran."""
+    spec = write_coco_dataset(tmp_path / "data")
+    weights = write_tiny_checkpoint(tmp_path)
+    monkeypatch.delenv("DETECT_CACHE")
+    stats = {}
+    for backend in ("pycocotools", "faster-coco-eval"):
+        args = _val_args(spec, weights, tmp_path, "--cache-dir", str(tmp_path / "mine"), "--cache", "disk",
+                         "--coco-backend", backend, "--name", backend)
+        assert main(args) == 0
+        assert f"COCOeval engine: {backend}" in capsys.readouterr().out
+        stats[backend] = json.loads((tmp_path / "runs" / backend / "metrics.json").read_text())["stats"]
+    assert stats["pycocotools"] == pytest.approx(stats["faster-coco-eval"], abs=1e-9)
+    assert [f.name.split("-")[:2] for f in (tmp_path / "mine" / "labels").glob("*.npz")] == [["data", "val"]]
+    assert list((tmp_path / "mine" / "images").iterdir())  # the disk image cache beside the label cache
+
+
+def test_the_default_cache_is_the_users_not_the_source_trees(tmp_path, monkeypatch):
+    from detect.data.spec import default_cache_dir
+
+    monkeypatch.delenv("DETECT_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "detect"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "detect"
+    monkeypatch.setenv("DETECT_CACHE", str(tmp_path / "c"))
+    assert default_cache_dir() == tmp_path / "c"

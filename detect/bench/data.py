@@ -142,7 +142,7 @@ def parse_args(argv):
     p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=16)
     p.add_argument("--workers", type=int, default=2, help="measure 0, 1, ..., N loader workers")
     p.add_argument("--batches", type=int, default=30, help="timed batches per configuration")
-    p.add_argument("--cache-dir", default=None, help="label cache / synthetic data folder (default .cache)")
+    p.add_argument("--cache-dir", default=None, help="label cache / synthetic data folder (default: $DETECT_CACHE, else ~/.cache/detect)")
     p.add_argument("--cache", default="none", choices=("none", "ram", "disk", "compare"),
                    help="image cache of the loader; compare: rows without (with the per-worker buffer of recent "
                         "images, and without it as on a large split where it rarely hits) and with --cache ram")

@@ -80,10 +80,13 @@ class DataSpec:
 
 
 def default_cache_dir() -> Path:
-    """$DETECT_CACHE, else `.cache/` in the repository (git-ignored)."""
+    """$DETECT_CACHE, else the user's cache folder ($XDG_CACHE_HOME or ~/.cache) /detect: label caches and generated
+    data belong to the user, wherever the tools run from (never inside the source tree or site-packages)."""
     import os
 
-    return Path(os.environ.get("DETECT_CACHE", REPO_ROOT / ".cache"))
+    if os.environ.get("DETECT_CACHE"):
+        return Path(os.environ["DETECT_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "detect"
 
 
 def _resolve_root(value: str, source: str) -> Path:

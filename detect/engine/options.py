@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from detect.darknet.load import check_img_size
+from detect.runtime.commands import DefaultsHelpFormatter
 from detect.engine.config import load_hyp
 from detect.engine.optim import OPTIMIZERS, SCHEDULES
 from detect.runtime.dist import DEFAULT_TIMEOUT_S
@@ -65,7 +66,7 @@ class TrainOptions:
 def build_parser() -> argparse.ArgumentParser:
     d = TrainOptions()
     p = argparse.ArgumentParser(
-        prog="train.py", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="train.py", formatter_class=DefaultsHelpFormatter,
         description="Train a Darknet .cfg detector. Same file under `python train.py` (one process) and "
                     "`torchrun --nproc_per_node=N train.py` (DDP; gloo on CPU, NCCL on CUDA).")
     p.add_argument("--cfg", default=None,
@@ -117,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch.compile the model (fuses BatchNorm and activations; the first steps compile)")
     p.add_argument("--eval-interval", type=int, default=d.eval_interval, help="evaluate every N epochs (and last)")
     p.add_argument("--max-batches", type=int, default=None, help="stop each epoch after N micro-batches (smoke runs)")
-    p.add_argument("--cache-dir", default=None, help="label cache / generated-data folder (default: the data module's)")
+    p.add_argument("--cache-dir", default=None,
+                   help="label cache / generated-data folder (default: $DETECT_CACHE, else ~/.cache/detect)")
     p.add_argument("--cache", default=None, choices=("ram", "disk"),
                    help="decode every image once and keep it resized: ram = shared memory, one copy per node; "
                         "disk = beside the label cache (default: decode every epoch)")

@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """`--help` that states a flag's default where it says something: not for on/off switches (their help says
+    what they switch), not for None (the help says what happens), not twice where the help names it already."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if (action.default in (None, argparse.SUPPRESS) or isinstance(action.default, bool) or action.nargs == 0
+                or "(default" in text or "%(default)" in text or not action.option_strings):
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 def run_command(parse_args: Callable, run: Callable, argv=None) -> int:

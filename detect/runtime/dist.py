@@ -54,6 +54,10 @@ def env_rank() -> tuple[int, int, int]:
     return rank, world, local
 
 
+class DeviceUnavailable(ValueError):
+    """A --device this machine does not have: the user's choice to fix, so the tools print it as one line."""
+
+
 def resolve_device(requested: str, local_rank: int) -> torch.device:
     """`auto` picks the local GPU when CUDA is present, else the CPU; `cuda` without CUDA is an error."""
     if requested not in ("auto", "cpu", "cuda") and not requested.startswith("cuda:"):
@@ -61,12 +65,16 @@ def resolve_device(requested: str, local_rank: int) -> torch.device:
     if requested == "cpu" or (requested == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise RuntimeError(f"--device {requested} was requested but CUDA is not available; use --device cpu")
-    if requested.startswith("cuda:"):
-        return torch.device(requested)
+        raise DeviceUnavailable(f"--device {requested} was requested but CUDA is not available on this machine; "
+                                f"use --device cpu (or auto)")
     n = torch.cuda.device_count()
+    if requested.startswith("cuda:"):
+        index = requested.split(":", 1)[1]
+        if not index.isdigit() or int(index) >= n:
+            raise DeviceUnavailable(f"--device {requested}: this machine has {n} GPU(s), cuda:0 to cuda:{n - 1}")
+        return torch.device(requested)
     if local_rank >= n:
-        raise RuntimeError(f"local rank {local_rank} has no GPU: this node has {n}; lower --nproc_per_node")
+        raise DeviceUnavailable(f"local rank {local_rank} has no GPU: this node has {n}; lower --nproc_per_node")
     return torch.device("cuda", local_rank)
 
 
