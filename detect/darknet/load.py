@@ -10,6 +10,7 @@ initialised model gives meaningless numbers).
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,17 @@ def check_img_size(img_size: int, stride: int, flag: str = "--img-size") -> int:
                      f"{stride}): try {nearest}")
 
 
+def _cfg_required(weights: Path | None) -> str:
+    """Why --cfg is needed, naming what `weights` looks like (a .pt would have carried its cfg)."""
+    if weights is None:
+        return "--cfg is required: there are no --weights to take a cfg from"
+    if weights.suffix == ".weights" or re.fullmatch(r"\.(conv\.)?\d+", weights.suffix) or ".conv." in weights.name:
+        return f"--cfg is required: {weights} is Darknet weights, which hold no cfg; pass the cfg they were trained with"
+    return (f"--cfg is required: {weights} is not a PyTorch checkpoint (which would carry its cfg), so it is read as "
+            f"Darknet weights, which hold no cfg; expected a .pt, or Darknet .weights / a partial backbone such as "
+            f"darknet53.conv.74 with --cfg")
+
+
 def load_model(cfg=None, weights=None, *, num_classes: int | None = None, names: list[str] | None = None,
                img_size=None, exact: bool = False) -> LoadedModel:
     """Build `cfg` (a path or cfg text; a .pt may supply its own) and load `weights` into it. `names`, the
@@ -65,7 +77,7 @@ def load_model(cfg=None, weights=None, *, num_classes: int | None = None, names:
             source_names = list(checkpoint.get("names") or []) or None
             cfg = cfg or checkpoint.get("cfg_text")
     if cfg is None:
-        raise ValueError(f"--cfg is required: {weights} is a Darknet .weights file, which holds no cfg")
+        raise ValueError(_cfg_required(weights))
     model = Darknet(cfg, img_size=img_size, num_classes=num_classes)
     if model.is_classifier:
         raise ValueError(f"--cfg {model.cfg_path or 'text'}: a classifier cfg has no [yolo] heads; "

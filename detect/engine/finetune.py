@@ -74,9 +74,11 @@ def finetune_hyp(hyp: Hyp, user_keys: set[str], total_steps: int) -> tuple[Hyp, 
     changes, reasons = {}, []
     if not user_keys & {"warmup_epochs", "warmup_min_steps"}:
         steps = max(3, math.ceil(0.03 * total_steps))
+        used = min(steps, total_steps // 2)  # what the schedule takes (detect.engine.setup caps it at half)
+        bounds = "at least 3" + (", at most half the run" if used < steps else "")
         changes.update(warmup_epochs=0.0, warmup_min_steps=steps)
-        reasons.append(f"warm-up {steps} steps (3% of {total_steps}): the transferred layers need no burn-in, "
-                       f"only the new head rows settle")
+        reasons.append(f"warm-up {used} of the run's {total_steps} optimiser steps (3%, {bounds}): the "
+                       f"transferred layers need no burn-in, only the new head rows settle")
     if "warmup_bias_lr" not in user_keys:
         changes["warmup_bias_lr"] = 0.0
         reasons.append("warmup_bias_lr 0: biases ramp up with the weights instead of starting at 10x lr, which "

@@ -6,13 +6,13 @@ Everything a user can get wrong is checked here, before any process group, model
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from detect.darknet.load import check_img_size
-from detect.runtime.commands import DefaultsHelpFormatter
 from detect.engine.config import load_hyp
 from detect.engine.optim import OPTIMIZERS, SCHEDULES
+from detect.runtime.commands import DefaultsHelpFormatter
 from detect.runtime.dist import DEFAULT_TIMEOUT_S
 from detect.runtime.precision import AMP_MODES
 from detect.runtime.tensorboard import tensorboard_available
@@ -58,9 +58,13 @@ class TrainOptions:
     plots: bool = True
     tensorboard: bool = False
     dist_timeout: float = DEFAULT_TIMEOUT_S  # seconds a collective waits for the slowest rank (detect.runtime.dist)
+    # the options the command line named (not saved): --resume checks them against the run's own
+    given: tuple[str, ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("given")
+        return d
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -167,8 +171,27 @@ def validate(opts: TrainOptions) -> TrainOptions:
     return opts
 
 
+# options a resumed run may take afresh (where it runs, not what it trains); --epochs extends or shortens it
+RESUME_MAY_CHANGE = frozenset({"resume", "device", "workers", "dist_timeout", "cache", "cache_dir", "epochs",
+                               "project"})
+PATH_OPTIONS = ("cfg", "data", "hyp", "weights", "cache_dir")
+
+
+def given_options(argv=None) -> tuple[str, ...]:
+    """The options the command line names (argparse dests), whatever their values."""
+    parser = build_parser()
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+    return tuple(sorted(vars(parser.parse_args(argv))))
+
+
+def with_absolute_paths(opts: TrainOptions) -> TrainOptions:
+    """File options made absolute, so that opts.yaml and the checkpoint resume from any working folder."""
+    return replace(opts, **{k: str(Path(v).resolve()) for k in PATH_OPTIONS if (v := getattr(opts, k)) is not None})
+
+
 def parse_options(argv=None) -> TrainOptions:
     args = build_parser().parse_args(argv)
-    opts = validate(TrainOptions(**vars(args)))
+    opts = with_absolute_paths(validate(TrainOptions(**vars(args), given=given_options(argv))))
     load_hyp(opts.hyp)  # a bad hyp file fails here, before any process group is started
     return opts

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from detect.darknet.pt_files import load_checkpoint
 from detect.engine.checkpoint import check_resumable, previous_path
-from detect.engine.options import TrainOptions
+from detect.engine.options import PATH_OPTIONS, RESUME_MAY_CHANGE, TrainOptions
 from detect.runtime import dist
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,46 @@ def resume_checkpoint(opts: TrainOptions, ctx: dist.DistContext) -> tuple[Path, 
             found = load_resumable(path) if path is not None else None
     found = dist.broadcast_object(found)
     return (Path(found[0]), found[1]) if found is not None else None
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _same(name: str, given, saved) -> bool:
+    if name in PATH_OPTIONS and given is not None and saved is not None:
+        return Path(given).resolve() == Path(saved).resolve()
+    return given == saved
+
+
+def resumed_options(opts: TrainOptions, ckpt: dict, path: Path) -> TrainOptions:
+    """The options of a resumed run: the checkpoint's, with where it runs taken from `opts`. A flag the command
+    line gave that differs from the run's own is refused (it would be ignored); `--epochs N` moves the run's end
+    (the schedule follows), refused at or below the epochs done; a finished run with no new end is refused."""
+    saved = {k: v for k, v in ckpt["opts"].items() if k in TrainOptions.__dataclass_fields__ and k != "given"}
+    differ = [f"{_flag(k)} {getattr(opts, k)} (the run's: {saved.get(k)})" for k in opts.given
+              if k not in RESUME_MAY_CHANGE and k in saved and not _same(k, getattr(opts, k), saved[k])]
+    if differ:
+        raise ValueError(f"--resume {path} continues the run with the options it started with, but "
+                         f"{', '.join(differ)} {'was' if len(differ) == 1 else 'were'} given: leave "
+                         f"{'it' if len(differ) == 1 else 'them'} out, or start a new run from it with "
+                         f"--weights {path}")
+    done, total = int(ckpt["epoch"]), int(saved.get("epochs", opts.epochs))
+    finished = done >= total and not ckpt.get("batch_in_epoch")
+    epochs = total
+    if "epochs" in opts.given and opts.epochs <= done:
+        raise ValueError(f"--epochs {opts.epochs} with --resume {path}: the run has done {done} of its {total} "
+                         f"epochs; give more than {done} to extend it")
+    if "epochs" in opts.given and opts.epochs != total:
+        epochs = opts.epochs
+        log.info("--epochs %d: the run ends after epoch %d instead of %d; the learning-rate schedule is "
+                 "recomputed for %d epochs from here", epochs, epochs, total, epochs)
+    elif finished:
+        raise ValueError(f"--resume {path}: the run finished all {total} epochs, there is nothing to resume; "
+                         f"--epochs N (more than {total}) extends it")
+    return TrainOptions(**{**saved, "device": opts.device, "workers": opts.workers, "resume": str(path),
+                           "dist_timeout": opts.dist_timeout, "epochs": epochs,
+                           **{k: getattr(opts, k) for k in ("cache", "cache_dir") if k in opts.given}})
 
 
 def explain_group_failure(exc: Exception, ctx: dist.DistContext, last: Path) -> None:

@@ -22,7 +22,7 @@ from detect.engine.loss import YoloLoss
 from detect.engine.monitor import ResultsCsv, chain
 from detect.engine.optim import LRSchedule, accumulation_steps, build_optimizer, scaled_parameter_names
 from detect.engine.options import DEFAULT_CFG, TrainOptions
-from detect.engine.resume import resume_checkpoint
+from detect.engine.resume import resume_checkpoint, resumed_options
 from detect.engine.trainer import Trainer
 from detect.engine.trainer_state import TrainSetup
 from detect.runtime import dist
@@ -251,11 +251,12 @@ def prepare(opts: TrainOptions, ctx: dist.DistContext):
     """(options, hyp, run dir, cfg source, weights, checkpoint to resume or None)."""
     found = resume_checkpoint(opts, ctx)
     if found is None:
-        return opts, load_hyp(opts.hyp), new_run_dir(opts), choose_cfg(opts), opts.weights, None
+        hyp, cfg = load_hyp(opts.hyp), choose_cfg(opts)  # their errors come before a run folder is made
+        if cfg == str(DEFAULT_CFG):  # opts.yaml names the cfg the run trains (a .pt's own: its checkpoints' cfg_text)
+            opts = dataclasses.replace(opts, cfg=cfg)
+        return opts, hyp, new_run_dir(opts), cfg, opts.weights, None
     resume_path, ckpt = found
-    saved = {k: v for k, v in ckpt["opts"].items() if k in TrainOptions.__dataclass_fields__}
-    saved = TrainOptions(**{**saved, "device": opts.device, "workers": opts.workers, "resume": str(resume_path),
-                            "dist_timeout": opts.dist_timeout})
+    saved = resumed_options(opts, ckpt, resume_path)
     hyp = Hyp.from_dict(ckpt["hyp"], f"{resume_path} (its hyp)")
     log.info("resuming %s from epoch %d, step %d", resume_path, ckpt["epoch"], ckpt["step"])
     return saved, hyp, resume_path.parent, ckpt["cfg_text"], None, ckpt
@@ -286,6 +287,26 @@ def make_monitor(opts: TrainOptions, ctx: dist.DistContext, run_dir: Path, sourc
 def build_trainer(opts: TrainOptions, ctx: dist.DistContext, trainer_cls=Trainer) -> Trainer:
     """Options -> a ready Trainer (restored when resuming); writes opts.yaml / hyp.yaml for a new run."""
     opts, hyp, run_dir, cfg_source, weights, ckpt = prepare(opts, ctx)
+    try:
+        return _build_trainer(opts, hyp, run_dir, cfg_source, weights, ckpt, ctx, trainer_cls)
+    except BaseException:
+        if ckpt is None and ctx.is_main:
+            discard_run_dir(run_dir, opts.exist_ok)
+        raise
+
+
+def discard_run_dir(run_dir: Path, exist_ok: bool) -> None:
+    """A new run that failed before training leaves no folder behind (it would shift the exp numbering): the
+    folder this run made goes whole; a reused one (--exist-ok) only when empty."""
+    import shutil
+
+    if not exist_ok:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    elif run_dir.is_dir() and not any(run_dir.iterdir()):
+        run_dir.rmdir()
+
+
+def _build_trainer(opts, hyp, run_dir, cfg_source, weights, ckpt, ctx, trainer_cls) -> Trainer:
     sources = open_sources(opts)
     if ckpt is None:  # a resumed run keeps the choices its checkpoint recorded
         opts, hyp = plan_new_run(opts, hyp, ctx, sources[0], weights)

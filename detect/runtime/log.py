@@ -17,13 +17,26 @@ class _RankFilter(logging.Filter):
         return self.rank == 0 or record.levelno >= logging.WARNING
 
 
+class _StdoutHandler(logging.StreamHandler):
+    """Writes to sys.stdout as it is at each record, not as it was at set-up (a caller, or a test's capture,
+    may swap it; a stream kept from before could be closed by then)."""
+
+    @property
+    def stream(self):
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
 def setup_logging(rank: int = 0, world_size: int = 1, level: int = logging.INFO, logfile=None) -> None:
     """Configure the `detect` logger once per process (idempotent: earlier handlers are replaced)."""
     logger = logging.getLogger("detect")
     for h in list(logger.handlers):
         logger.removeHandler(h)
     fmt = logging.Formatter("%(rank_prefix)s%(message)s")
-    handlers = [logging.StreamHandler(sys.stdout)]
+    handlers = [_StdoutHandler()]
     if logfile is not None:
         handlers.append(logging.FileHandler(logfile))
     for h in handlers:

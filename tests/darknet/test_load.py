@@ -96,3 +96,15 @@ def test_one_img_size_check_names_the_flag_and_the_nearest_sizes():
         check_img_size(100, 32)
     with pytest.raises(ValueError, match=r"^--img 16 must be .* stride 32 .*: try 32$"):
         check_img_size(16, 32, "--img")
+
+
+def test_cfg_required_names_what_the_weights_look_like(tmp_path):
+    for name in ("yolo.weights", "darknet53.conv.74"):
+        (tmp_path / name).write_bytes(b"\0" * 64)
+        with pytest.raises(ValueError, match=f"{name} is Darknet weights, which hold no cfg"):
+            load_model(None, tmp_path / name)
+    (tmp_path / "classes.txt").write_text("cat\ndog\n")
+    with pytest.raises(ValueError, match=r"classes.txt is not a PyTorch checkpoint \(which would carry its cfg\)"):
+        load_model(None, tmp_path / "classes.txt")
+    with pytest.raises(ValueError, match="there are no --weights to take a cfg from"):
+        load_model(None, None)

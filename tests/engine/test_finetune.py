@@ -40,3 +40,12 @@ def test_user_choices_are_never_changed():
     hyp = Hyp().replace_flat(warmup_epochs=2.0, warmup_bias_lr=0.05)
     plan = plan_run(SMALL, hyp, 32, {"warmup_epochs", "warmup_bias_lr", "close_mosaic", "transferred_lr_scale"})
     assert plan.nbs == 32 and plan.hyp == hyp and plan.reasons == ()
+
+
+def test_warm_up_reason_gives_the_steps_the_schedule_takes():
+    tiny = RunShape(images=16, epochs=1, batch_size=8, world_size=1, finetune=True)  # 2 micro-batches, 2 steps
+    plan = plan_run(tiny, Hyp(), None, set())
+    warm = next(r for r in plan.reasons if r.startswith("warm-up"))
+    assert warm.startswith("warm-up 1 of the run's 2 optimiser steps (3%, at least 3, at most half the run)")
+    assert next(r for r in plan_run(SMALL, Hyp(), None, set()).reasons if r.startswith("warm-up")).startswith(
+        "warm-up 3 of the run's 80 optimiser steps (3%, at least 3)")

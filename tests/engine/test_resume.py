@@ -1,0 +1,69 @@
+"""detect.engine.resume through train.py's entry: what --resume takes from the command line and what it refuses,
+a run resumed from another working folder, and no run folder left by a run that failed before training."""
+
+import os
+
+import pytest
+import torch
+
+from detect.train import main
+from tests.test_train_dist import QUIET_HYP
+
+TINY_DATA = ("format: synthetic\npath: gen\nseed: 1\ntrain_images: 8\nval_images: 4\nimage_sizes: [64]\n"
+             "min_side: 10\nmax_side: 28\nmax_objects: 2\n")
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """A working folder with a tiny generated dataset and hyp, named by relative paths as a user would."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "tiny.yaml").write_text(TINY_DATA.replace("path: gen", f"path: {tmp_path / 'gen'}"))
+    (tmp_path / "work" / "hyp.yaml").write_text(QUIET_HYP)
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    return tmp_path
+
+
+def _train(*extra):
+    return main(["--data", "tiny.yaml", "--hyp", "hyp.yaml", "--img-size", "64", "--batch-size", "4", "--nbs", "8",
+                 "--workers", "0", "--device", "cpu", "--project", "runs", "--name", "r", "--cache-dir", "cache",
+                 "--no-plots", *extra])
+
+
+def _said(capsys) -> str:
+    out = capsys.readouterr()
+    return out.out + out.err
+
+
+def test_resume_refuses_ignored_flags_extends_and_runs_from_anywhere(workdir, monkeypatch, capsys):
+    assert _train("--epochs", "1") == 0
+    last = workdir / "work" / "runs" / "r" / "last.pt"
+    saved = torch.load(last, weights_only=True)["opts"]
+    assert saved["data"] == str(workdir / "work" / "tiny.yaml") and os.path.isabs(saved["cache_dir"])
+    (workdir / "elsewhere").mkdir()
+    monkeypatch.chdir(workdir / "elsewhere")  # the relative paths of the first command mean nothing here
+    capsys.readouterr()
+
+    assert main(["--resume", str(last), "--device", "cpu"]) == 2  # finished: nothing to resume
+    assert "the run finished all 1 epochs, there is nothing to resume; --epochs N (more than 1) extends it" in \
+        _said(capsys)
+    assert main(["--resume", str(last), "--batch-size", "16", "--epochs", "2"]) == 2
+    assert "--batch-size 16 (the run's: 4) was given: leave it out, or start a new run from it" in _said(capsys)
+    assert main(["--resume", str(last), "--epochs", "1"]) == 2
+    assert "the run has done 1 of its 1 epochs; give more than 1 to extend it" in _said(capsys)
+
+    assert main(["--resume", str(last), "--epochs", "2", "--device", "cpu", "--workers", "0"]) == 0
+    ckpt = torch.load(last, weights_only=True)
+    assert ckpt["epoch"] == 2 and ckpt["opts"]["epochs"] == 2 and ckpt["batch_in_epoch"] == 0
+    assert "--epochs 2: the run ends after epoch 2 instead of 1; the learning-rate schedule is recomputed" in \
+        _said(capsys)
+    assert not (workdir / "elsewhere" / "runs").exists()  # the run went on in its own folder
+
+
+def test_a_run_that_fails_before_training_leaves_no_folder(workdir, capsys):
+    (workdir / "work" / "bad.cfg").write_text("[net]\nwidth=64\nheight=64\n[convolutional]\nfilters=x\n")
+    assert _train("--epochs", "1", "--cfg", "bad.cfg") == 2
+    assert "bad.cfg" in _said(capsys)
+    assert not (workdir / "work" / "runs" / "r").exists()
+    assert _train("--epochs", "1", "--max-batches", "1") == 0
+    assert [p.name for p in (workdir / "work" / "runs").iterdir()] == ["r"]  # the numbering did not move
