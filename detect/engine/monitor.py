@@ -18,7 +18,7 @@ from detect.runtime.tensorboard import TensorBoardLog
 
 log = logging.getLogger(__name__)
 
-CSV_FIELDS = ("epoch", "box", "obj", "cls", "lr", "map50", "map", "fitness", "img_s", "time")
+CSV_FIELDS = ("epoch", "box", "obj", "cls", "lr", "map50", "map", "fitness", "img_s", "time", "note")
 
 TRAIN_MOSAICS = 3  # train_batch0..2.jpg: the first batches of the first epoch
 
@@ -104,11 +104,12 @@ class ResultsCsv:
 
     def __call__(self, row: dict) -> None:
         out = io.StringIO()
-        w = csv.DictWriter(out, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
-        if not self.path.exists():
-            w.writeheader()
-        w.writerow({k: (f"{row[k]:.6g}" if isinstance(row.get(k), float) else row.get(k, "")) for k in CSV_FIELDS})
         old = self.path.read_text() if self.path.exists() else ""
+        fields = old.splitlines()[0].split(",") if old else list(CSV_FIELDS)  # a resumed run keeps its columns
+        w = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+        if not old:
+            w.writeheader()
+        w.writerow({k: (f"{row[k]:.6g}" if isinstance(row.get(k), float) else row.get(k, "")) for k in fields})
         try:
             atomic_write_text(self.path, old + out.getvalue())
         except OSError as e:  # a report, not state: the checkpoint decides whether the run can go on

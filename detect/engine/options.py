@@ -51,6 +51,8 @@ class TrainOptions:
     anchors: str = "keep"
     compile: bool = False
     eval_interval: int = 1
+    patience: int | None = None  # stop after this many evaluations without a better fitness (None: off)
+    save_period: int | None = None  # also keep a lean epoch<N>.pt every this many epochs (None: off)
     max_batches: int | None = None
     cache_dir: str | None = None
     cache: str | None = None  # ram | disk: decoded images kept between epochs (detect.data.image_cache)
@@ -121,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the model (fuses BatchNorm and activations; the first steps compile)")
     p.add_argument("--eval-interval", type=int, default=d.eval_interval, help="evaluate every N epochs (and last)")
+    p.add_argument("--patience", type=int, default=None,
+                   help="stop when the fitness (mAP@0.5:0.95) has not improved for N evaluations; every rank stops "
+                        "at the same epoch, the log and results.csv say why (default: off)")
+    p.add_argument("--save-period", type=int, default=None,
+                   help="also keep epoch<N>.pt (lean, as best.pt) every N epochs (default: off)")
     p.add_argument("--max-batches", type=int, default=None, help="stop each epoch after N micro-batches (smoke runs)")
     p.add_argument("--cache-dir", default=None,
                    help="label cache / generated-data folder (default: $DETECT_CACHE, else ~/.cache/detect)")
@@ -153,6 +160,8 @@ def validate(opts: TrainOptions) -> TrainOptions:
     _positive("--nbs", opts.nbs, allow_none=True)
     _positive("--eval-interval", opts.eval_interval)
     _positive("--max-batches", opts.max_batches, allow_none=True)
+    _positive("--patience", opts.patience, allow_none=True)
+    _positive("--save-period", opts.save_period, allow_none=True)
     if not opts.dist_timeout > 0:
         raise ValueError(f"--dist-timeout must be a positive number of seconds, got {opts.dist_timeout}")
     if opts.workers < 0:

@@ -89,6 +89,9 @@ def resumed_options(opts: TrainOptions, ckpt: dict, path: Path) -> TrainOptions:
     done, total = int(ckpt["epoch"]), int(saved.get("epochs", opts.epochs))
     finished = done >= total and not ckpt.get("batch_in_epoch")
     epochs = total
+    if ckpt.get("stopped_early"):
+        raise ValueError(f"--resume {path}: the run stopped early after epoch {done} of {total} (--patience), there "
+                         f"is nothing to resume; fine-tune from its best.pt with --weights to train on")
     if "epochs" in opts.given and opts.epochs <= done:
         raise ValueError(f"--epochs {opts.epochs} with --resume {path}: the run has done {done} of its {total} "
                          f"epochs; give more than {done} to extend it")

@@ -162,10 +162,10 @@ class Trainer:
                 "img_s": images_seen * s.ctx.world_size / max(time.perf_counter() - start, 1e-9)}
 
     # ---- checkpoints ---------------------------------------------------------------------------------------
-    def checkpoint(self, path: Path, best: bool = False) -> None:
-        """Collective: every rank's RNG state to rank 0, which writes `path` (and best.pt when `best`);
-        `CheckpointWriteError` on every rank when it could not (detect.engine.trainer_state.write_checkpoint)."""
-        write_checkpoint(self.setup, self.state, path, best)
+    def checkpoint(self, path: Path, best: bool = False, keep: Path | None = None) -> None:
+        """Collective: every rank's RNG state to rank 0, which writes `path` (and best.pt when `best`, a lean copy
+        at `keep`); `CheckpointWriteError` on every rank when it could not (trainer_state.write_checkpoint)."""
+        write_checkpoint(self.setup, self.state, path, best, keep)
 
     def restore(self, ckpt: dict) -> None:
         """Load a resumable checkpoint into the bare model, EMA, optimiser, scaler and loop state."""
@@ -197,8 +197,28 @@ class Trainer:
             row["best"] = improved  # best.pt is this epoch's (the plots of its evaluation follow)
             if improved:
                 st.best_fitness = fitness
-            self.checkpoint(s.run_dir / "last.pt", best=improved)
+            row["note"] = self._patience(improved, fitness is not None, final)
+            period = s.opts.save_period
+            keep = s.run_dir / f"epoch{st.epoch}.pt" if period and st.epoch % period == 0 else None
+            self.checkpoint(s.run_dir / "last.pt", best=improved, keep=keep)
             if self.on_epoch_end is not None and dist.is_main_process():
                 self._post(st.epoch * len(s.train_loader) - 1, 3, "rank 0's results and plots of the epoch")
                 self.on_epoch_end(row)
+            if st.stopped_early:
+                log.warning("%s; best.pt holds the best weights", row["note"])
+                break
         return st
+
+    def _patience(self, improved: bool, evaluated: bool, final: bool) -> str:
+        """--patience: count the evaluations without improvement; stop once there are that many (the fitness
+        is the same on every rank, and rank 0's decision is broadcast, so every rank stops at this epoch)."""
+        st, patience = self.state, self.setup.opts.patience
+        if patience is None or not evaluated:
+            return ""
+        st.stale_evaluations = 0 if improved else st.stale_evaluations + 1
+        stop = dist.broadcast_object(st.stale_evaluations >= patience and not final)
+        if not stop:
+            return ""
+        st.stopped_early = True
+        return (f"early stop after epoch {st.epoch} of {self.setup.opts.epochs}: the fitness has not improved "
+                f"for {st.stale_evaluations} evaluations (--patience {patience}; best {st.best_fitness:.4f})")

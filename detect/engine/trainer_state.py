@@ -73,17 +73,21 @@ class TrainState:
     step: int = 0  # optimiser steps done
     batch_in_epoch: int = 0  # micro-batches of epoch `epoch` already done (mid-epoch interruption)
     best_fitness: float = -math.inf
+    stale_evaluations: int = 0  # evaluations since the fitness last improved (--patience)
+    stopped_early: bool = False
     epoch_rng: dict | None = None  # this rank's RNG state at the start of the current epoch
     nonfinite_total: int = 0
     nonfinite_run: int = 0
     stop_requested: bool = False
 
 
-def write_checkpoint(setup: TrainSetup, state: TrainState, path: Path, best: bool = False) -> None:
+def write_checkpoint(setup: TrainSetup, state: TrainState, path: Path, best: bool = False,
+                     keep: Path | None = None) -> None:
     """Collective (every rank gathers its RNG state); rank 0 writes `path` atomically, verified, the previous
     one kept (detect.engine.checkpoint.save_checkpoint), and writes the lean best.pt from it when `best`. When rank 0 cannot
     write (full disk, I/O error), every rank raises `CheckpointWriteError`: continuing would train epochs
-    that no checkpoint could keep, and the previous checkpoint is intact to resume from."""
+    that no checkpoint could keep, and the previous checkpoint is intact to resume from. `keep`: also a lean copy
+    there (--save-period)."""
     st = state
     # mid-epoch: the epoch-start state, so the resumed run replays the same stream; else the current one
     rng = st.epoch_rng if st.batch_in_epoch else rng_state()
@@ -96,10 +100,14 @@ def write_checkpoint(setup: TrainSetup, state: TrainState, path: Path, best: boo
                                 cfg_text=setup.model.cfg_text, names=setup.names,
                                 hyp=setup.hyp.to_dict(),
                                 opts=setup.opts.to_dict(), rank_rng=every_rng)
+        ckpt.update(stale_evaluations=st.stale_evaluations, stopped_early=st.stopped_early)
         try:
             save_checkpoint(ckpt, path)
+            lean = lean_checkpoint(ckpt, setup.img_size) if best or keep else None
             if best:  # what inference and fine-tuning need; resuming is last.pt's job
-                atomic_save(lean_checkpoint(ckpt, setup.img_size), path.with_name("best.pt"))
+                atomic_save(lean, path.with_name("best.pt"))
+            if keep is not None:
+                atomic_save(lean, keep)
         except OSError as e:
             kept = f"{path} is as it was" if path.exists() else "no checkpoint was written yet"
             failure = (f"could not write {path} ({type(e).__name__}: {e}); {kept}: free space (or fix the "
@@ -127,6 +135,7 @@ def restore_checkpoint(setup: TrainSetup, state: TrainState, ckpt: dict) -> None
     st.epoch, st.step = int(ckpt["epoch"]), int(ckpt["step"])
     st.batch_in_epoch = int(ckpt.get("batch_in_epoch", 0))
     st.best_fitness = float(ckpt.get("best_fitness", -math.inf))
+    st.stale_evaluations = int(ckpt.get("stale_evaluations", 0))
     rngs = ckpt.get("rng") or []
     if len(rngs) == s.ctx.world_size:
         st.epoch_rng = rngs[s.ctx.rank]

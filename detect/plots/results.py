@@ -15,6 +15,9 @@ TITLES = {"box": "box loss", "obj": "objectness loss", "cls": "class loss", "lr"
           "time": "epoch time (s)"}
 
 
+TEXT_COLUMNS = ("note",)  # words (why a run stopped), not a curve
+
+
 def read_results_csv(path: str | Path) -> dict[str, np.ndarray]:
     """column -> float values (NaN where a row left it empty, e.g. mAP on an epoch without evaluation)."""
     with open(path, newline="") as f:
@@ -28,7 +31,7 @@ def read_results_csv(path: str | Path) -> dict[str, np.ndarray]:
         except (TypeError, ValueError):
             return math.nan
 
-    return {name: np.array([number(r.get(name)) for r in rows]) for name in rows[0]}
+    return {name: np.array([number(r.get(name)) for r in rows]) for name in rows[0] if name not in TEXT_COLUMNS}
 
 
 def plot_results(columns: dict[str, np.ndarray], path: str | Path) -> Path:

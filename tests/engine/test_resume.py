@@ -67,3 +67,18 @@ def test_a_run_that_fails_before_training_leaves_no_folder(workdir, capsys):
     assert not (workdir / "work" / "runs" / "r").exists()
     assert _train("--epochs", "1", "--max-batches", "1") == 0
     assert [p.name for p in (workdir / "work" / "runs").iterdir()] == ["r"]  # the numbering did not move
+
+
+def test_an_early_stopped_run_is_not_resumed():
+    from pathlib import Path
+
+    from detect.engine.options import TrainOptions
+    from detect.engine.resume import resumed_options
+
+    ckpt = {"opts": TrainOptions(epochs=10, patience=3).to_dict(), "epoch": 5, "batch_in_epoch": 0,
+            "stopped_early": True}
+    with pytest.raises(ValueError, match=r"stopped early after epoch 5 of 10 \(--patience\), there is nothing to "
+                                         r"resume; fine-tune from its best.pt"):
+        resumed_options(TrainOptions(resume="x"), ckpt, Path("runs/x/last.pt"))
+    ckpt["stopped_early"] = False
+    assert resumed_options(TrainOptions(resume="x"), ckpt, Path("runs/x/last.pt")).epochs == 10

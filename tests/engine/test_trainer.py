@@ -50,3 +50,38 @@ def test_anchors_fit_rewrites_the_runs_cfg_and_the_model(tmp_path):
     assert read_anchor_layout(setup.model.cfg_text).anchors.tolist() == fitted.tolist()
     used = {tuple(a) for head in setup.model.heads for a in head.anchors.tolist()}
     assert used <= {tuple(float(v) for v in a) for a in fitted.tolist()}
+
+
+def _fit_with_fitness(tmp_path, values, **changes):
+    """A fit whose evaluation returns `values` in turn (max_batches 1: one step an epoch)."""
+    ctx = dist.DistContext(0, 1, 0, torch.device("cpu"), None)
+    trainer = build_trainer(tiny_options(tmp_path, max_batches=1, plots=False, **changes), ctx)
+    scores = iter(values)
+    trainer.setup.evaluate_fn = lambda model: (next(scores), {})
+    try:
+        return trainer, trainer.fit()
+    finally:
+        trainer.setup.train_loader.close()
+
+
+def test_patience_stops_after_n_evaluations_without_improvement_and_says_why(tmp_path):
+    import csv
+
+    trainer, state = _fit_with_fitness(tmp_path, [0.1, 0.3, 0.2, 0.25, 0.29, 0.5, 0.6], epochs=7, patience=3)
+    # best 0.3 at epoch 2, then 0.2, 0.25, 0.29: three evaluations without improvement -> stop after epoch 5
+    assert state.epoch == 5 and state.stopped_early and state.best_fitness == 0.3
+    rows = list(csv.DictReader(open(trainer.setup.run_dir / "results.csv")))
+    assert [r["note"] for r in rows[:4]] == ["", "", "", ""] and len(rows) == 5
+    assert rows[4]["note"].startswith("early stop after epoch 5 of 7: the fitness has not improved for 3 "
+                                      "evaluations (--patience 3; best 0.3000)")
+    last = torch.load(trainer.setup.run_dir / "last.pt", weights_only=True)
+    assert last["stopped_early"] and last["epoch"] == 5 and last["stale_evaluations"] == 3
+
+
+def test_save_period_keeps_lean_epoch_checkpoints(tmp_path):
+    trainer, state = _fit_with_fitness(tmp_path, [0.1, 0.2, 0.3, 0.4, 0.5], epochs=5, save_period=2)
+    run = trainer.setup.run_dir
+    assert state.epoch == 5 and not state.stopped_early  # no --patience: never stops early
+    assert sorted(p.name for p in run.glob("epoch*.pt")) == ["epoch2.pt", "epoch4.pt"]
+    kept = torch.load(run / "epoch4.pt", weights_only=True)
+    assert kept["lean"] and kept["epoch"] == 4 and "optimizer" not in kept and kept["opts"]["img_size"] == 64
