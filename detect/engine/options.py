@@ -20,6 +20,7 @@ from detect.runtime.tensorboard import tensorboard_available
 ROOT = Path(__file__).resolve().parents[2]  # the repository: cfg/, data/
 DEFAULT_CFG = ROOT / "cfg" / "yolo-mini.cfg"
 DEFAULT_DATA = ROOT / "data" / "synthetic.yaml"
+HYP_FROM_CFG = "cfg"  # --hyp cfg: the cfg's own training keys (detect.engine.cfg_training)
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default=d.data, help="dataset spec yaml (data/*.yaml)")
     p.add_argument("--hyp", default=None,
                    help="hyperparameter yaml (optimiser, loss gains, augmentation); keys left out keep their "
-                        "defaults, which cfg/hyp.yaml lists (default: those defaults)")
+                        "defaults, which cfg/hyp.yaml lists (default: those defaults); 'cfg': the Darknet cfg's own "
+                        "[net]/[yolo] training keys, mapped key by key")
     p.add_argument("--weights", default=None,
                    help="initial weights: Darknet .weights, a partial backbone (e.g. darknet53.conv.74) or a .pt; "
                         "every tensor whose shape matches is loaded (fine-tuning onto another class count)")
@@ -170,7 +172,8 @@ def validate(opts: TrainOptions) -> TrainOptions:
         check_img_size(opts.img_size, 32)
     if opts.freeze is not None and opts.freeze != "backbone" and not opts.freeze.isdigit():
         raise ValueError(f"--freeze must be 'backbone' or a number of layers, got {opts.freeze!r}")
-    for flag, path in (("--cfg", opts.cfg), ("--data", opts.data), ("--hyp", opts.hyp)):
+    hyp_file = None if opts.hyp == HYP_FROM_CFG else opts.hyp
+    for flag, path in (("--cfg", opts.cfg), ("--data", opts.data), ("--hyp", hyp_file)):
         if path is not None and not Path(path).is_file():
             raise FileNotFoundError(f"{flag} {path}: no such file")
     if opts.weights is not None and not Path(opts.weights).is_file():
@@ -196,11 +199,12 @@ def given_options(argv=None) -> tuple[str, ...]:
 
 def with_absolute_paths(opts: TrainOptions) -> TrainOptions:
     """File options made absolute, so that opts.yaml and the checkpoint resume from any working folder."""
-    return replace(opts, **{k: str(Path(v).resolve()) for k in PATH_OPTIONS if (v := getattr(opts, k)) is not None})
+    return replace(opts, **{k: str(Path(v).resolve()) for k in PATH_OPTIONS
+                            if (v := getattr(opts, k)) is not None and not (k == "hyp" and v == HYP_FROM_CFG)})
 
 
 def parse_options(argv=None) -> TrainOptions:
     args = build_parser().parse_args(argv)
     opts = with_absolute_paths(validate(TrainOptions(**vars(args), given=given_options(argv))))
-    load_hyp(opts.hyp)  # a bad hyp file fails here, before any process group is started
+    load_hyp(None if opts.hyp == HYP_FROM_CFG else opts.hyp)  # a bad hyp file fails here, before any process group
     return opts

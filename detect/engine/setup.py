@@ -15,13 +15,14 @@ import yaml
 
 from detect.darknet.load import check_img_size, load_model, uses_channels_last
 from detect.darknet.surgery import freeze_layers, init_head_priors, set_bn_momentum
+from detect.engine.cfg_training import describe_ignored, map_cfg_training
 from detect.engine.config import Hyp, load_hyp, read_hyp_file
 from detect.engine.ema import ModelEMA
 from detect.engine.finetune import RunShape, plan_run
 from detect.engine.loss import YoloLoss
 from detect.engine.monitor import ResultsCsv, chain
 from detect.engine.optim import LRSchedule, accumulation_steps, build_optimizer, scaled_parameter_names
-from detect.engine.options import DEFAULT_CFG, TrainOptions
+from detect.engine.options import DEFAULT_CFG, HYP_FROM_CFG, TrainOptions
 from detect.engine.resume import resume_checkpoint, resumed_options
 from detect.engine.trainer import Trainer
 from detect.engine.trainer_state import TrainSetup
@@ -248,25 +249,48 @@ def choose_cfg(opts: TrainOptions) -> str:
 
 
 def prepare(opts: TrainOptions, ctx: dist.DistContext):
-    """(options, hyp, run dir, cfg source, weights, checkpoint to resume or None)."""
+    """(options, hyp, run dir, cfg source, weights, checkpoint to resume or None, hyp keys the user chose)."""
     found = resume_checkpoint(opts, ctx)
     if found is None:
-        hyp, cfg = load_hyp(opts.hyp), choose_cfg(opts)  # their errors come before a run folder is made
+        cfg = choose_cfg(opts)  # its errors and the hyp's come before a run folder is made
+        hyp, opts, chosen = new_run_hyp(opts, cfg)
         if cfg == str(DEFAULT_CFG):  # opts.yaml names the cfg the run trains (a .pt's own: its checkpoints' cfg_text)
             opts = dataclasses.replace(opts, cfg=cfg)
-        return opts, hyp, new_run_dir(opts), cfg, opts.weights, None
+        return opts, hyp, new_run_dir(opts), cfg, opts.weights, None, chosen
     resume_path, ckpt = found
     saved = resumed_options(opts, ckpt, resume_path)
     hyp = Hyp.from_dict(ckpt["hyp"], f"{resume_path} (its hyp)")
     log.info("resuming %s from epoch %d, step %d", resume_path, ckpt["epoch"], ckpt["step"])
-    return saved, hyp, resume_path.parent, ckpt["cfg_text"], None, ckpt
+    return saved, hyp, resume_path.parent, ckpt["cfg_text"], None, ckpt, None
 
 
-def plan_new_run(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, train_source, weights):
-    """(options, hyp) with the unset choices fitted to the run (detect.engine.finetune), each logged with its reason."""
+def new_run_hyp(opts: TrainOptions, cfg: str) -> tuple[Hyp, TrainOptions, set[str]]:
+    """(hyp, options, the hyp keys the user chose) of a new run: --hyp FILE over the defaults, or with --hyp cfg
+    the cfg's own training keys (detect.engine.cfg_training), each mapping logged; flags given win over the
+    cfg's batch and policy. Without --hyp cfg, a cfg that sets training keys is said to be ignored, once."""
+    if opts.hyp != HYP_FROM_CFG:
+        if note := describe_ignored(cfg):
+            log.info("%s", note)
+        return load_hyp(opts.hyp), opts, set(read_hyp_file(opts.hyp))
+    mapping = map_cfg_training(cfg, set(Hyp.keys()))
+    for line in mapping.mapped:
+        log.info("--hyp cfg: %s", line)
+    for line in mapping.unmapped:
+        log.info("--hyp cfg: not mapped: %s", line)
+    changes = {k: v for k, v in mapping.opts.items() if k not in opts.given}
+    for key in mapping.opts.keys() - changes.keys():
+        log.info("--hyp cfg: --%s %s given on the command line, not the cfg's %s", key, getattr(opts, key),
+                 mapping.opts[key])
+    hyp = Hyp.from_dict({**Hyp().to_dict(), **mapping.hyp}, f"{mapping.source} (--hyp cfg)")
+    return hyp, dataclasses.replace(opts, **changes), set(mapping.hyp)
+
+
+def plan_new_run(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, train_source, weights, chosen: set[str]):
+    """(options, hyp) with the unset choices fitted to the run (detect.engine.finetune), each logged with its reason;
+    `chosen`: the hyp keys the user set (never changed)."""
     shape = RunShape(images=len(train_source.records), epochs=opts.epochs, batch_size=opts.batch_size,
                      world_size=ctx.world_size, max_batches=opts.max_batches, finetune=weights is not None)
-    plan = plan_run(shape, hyp, opts.nbs, set(read_hyp_file(opts.hyp)))
+    plan = plan_run(shape, hyp, opts.nbs, chosen)
     for reason in plan.reasons:
         log.info("fine-tune default: %s", reason)
     return dataclasses.replace(opts, nbs=plan.nbs), plan.hyp
@@ -286,9 +310,9 @@ def make_monitor(opts: TrainOptions, ctx: dist.DistContext, run_dir: Path, sourc
 
 def build_trainer(opts: TrainOptions, ctx: dist.DistContext, trainer_cls=Trainer) -> Trainer:
     """Options -> a ready Trainer (restored when resuming); writes opts.yaml / hyp.yaml for a new run."""
-    opts, hyp, run_dir, cfg_source, weights, ckpt = prepare(opts, ctx)
+    opts, hyp, run_dir, cfg_source, weights, ckpt, chosen = prepare(opts, ctx)
     try:
-        return _build_trainer(opts, hyp, run_dir, cfg_source, weights, ckpt, ctx, trainer_cls)
+        return _build_trainer(opts, hyp, run_dir, cfg_source, weights, ckpt, chosen, ctx, trainer_cls)
     except BaseException:
         if ckpt is None and ctx.is_main:
             discard_run_dir(run_dir, opts.exist_ok)
@@ -306,10 +330,10 @@ def discard_run_dir(run_dir: Path, exist_ok: bool) -> None:
         run_dir.rmdir()
 
 
-def _build_trainer(opts, hyp, run_dir, cfg_source, weights, ckpt, ctx, trainer_cls) -> Trainer:
+def _build_trainer(opts, hyp, run_dir, cfg_source, weights, ckpt, chosen, ctx, trainer_cls) -> Trainer:
     sources = open_sources(opts)
     if ckpt is None:  # a resumed run keeps the choices its checkpoint recorded
-        opts, hyp = plan_new_run(opts, hyp, ctx, sources[0], weights)
+        opts, hyp = plan_new_run(opts, hyp, ctx, sources[0], weights, chosen)
     torch.manual_seed(opts.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
     monitor = make_monitor(opts, ctx, run_dir, sources, new_run=ckpt is None)
     setup = build_setup(opts, hyp, ctx, run_dir, cfg_source, weights, sources, monitor, ckpt)
