@@ -226,3 +226,17 @@ def test_default_job_under_torchrun_on_gpu(tmp_path):
     assert len(rows) == 3 and float(rows[-1].split(",")[5]) >= 0  # header + 2 epochs, each evaluated
     ckpt = torch.load(tmp_path / "runs" / "exp" / "last.pt", map_location="cpu", weights_only=True)
     assert np.isfinite(torch.cat([v.float().flatten() for v in ckpt["ema"].values()]).numpy()).all()
+
+
+def test_batch_size_auto_finds_a_batch_that_fits(shared, tmp_path):
+    import yaml
+
+    shared("data", "coco-tiny")
+    cmd = [sys.executable, "train.py", "--cfg", "cfg/yolov3-tiny.cfg", "--data", "data/coco-tiny.yaml",
+           "--img-size", "320", "--batch-size", "auto", "--epochs", "1", "--max-batches", "2", "--device", "cuda",
+           "--project", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache"), "--no-plots"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if "--batch-size auto:" in x)
+    chosen = yaml.safe_load((tmp_path / "runs" / "exp" / "opts.yaml").read_text())["batch_size"]
+    assert isinstance(chosen, int) and chosen >= 8 and chosen % 8 == 0 and f"auto: {chosen} per process" in line

@@ -32,7 +32,7 @@ class TrainOptions:
     hyp: str | None = None  # None: the defaults of detect.engine.config (cfg/hyp.yaml lists them)
     weights: str | None = None
     epochs: int = 20
-    batch_size: int = 8
+    batch_size: int | str = 8  # or "auto": the largest that fits the GPU (detect.engine.batch_probe)
     img_size: int | None = None
     device: str = "auto"
     workers: int = 1
@@ -70,6 +70,16 @@ class TrainOptions:
         return d
 
 
+def batch_size_arg(text: str) -> int | str:
+    """--batch-size: a number, or auto (CUDA only)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of images or auto, got {text!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     d = TrainOptions()
     p = argparse.ArgumentParser(
@@ -88,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="initial weights: Darknet .weights, a partial backbone (e.g. darknet53.conv.74) or a .pt; "
                         "every tensor whose shape matches is loaded (fine-tuning onto another class count)")
     p.add_argument("--epochs", type=int, default=d.epochs, help="epochs to train")
-    p.add_argument("--batch-size", "--batch", type=int, default=d.batch_size,
+    p.add_argument("--batch-size", "--batch", type=batch_size_arg, default=d.batch_size,
                    help="images per process per micro-batch")
     p.add_argument("--img-size", "--img", type=int, default=None,
                    help="training/eval size in pixels (default: cfg [net] width)")
@@ -158,7 +168,14 @@ def _positive(name: str, value, allow_none: bool = False) -> None:
 def validate(opts: TrainOptions) -> TrainOptions:
     """Fail early, naming the flag and what would be right."""
     _positive("--epochs", opts.epochs)
-    _positive("--batch-size", opts.batch_size)
+    if opts.batch_size == "auto":
+        import torch
+
+        if opts.device == "cpu" or not torch.cuda.is_available():
+            raise ValueError("--batch-size auto probes the GPU's memory, and this run has no GPU "
+                             f"(--device {opts.device}); give a number, e.g. --batch-size 8")
+    else:
+        _positive("--batch-size", opts.batch_size)
     _positive("--nbs", opts.nbs, allow_none=True)
     _positive("--eval-interval", opts.eval_interval)
     _positive("--max-batches", opts.max_batches, allow_none=True)

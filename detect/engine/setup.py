@@ -114,6 +114,24 @@ def check_anchor_fit(model, shapes, hyp: Hyp) -> None:
         log.warning("%s", warning)
 
 
+def probe_batch_size(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_source, train_source) -> int:
+    """--batch-size auto: a throw-away copy of the model (weights do not change its memory) probed on the device."""
+    from detect.darknet.model import Darknet
+    from detect.engine.batch_probe import auto_batch_size
+
+    model = Darknet(cfg_source, num_classes=len(train_source.names)).to(ctx.device)
+    channels_last = uses_channels_last(ctx.device)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    try:
+        return auto_batch_size(model, YoloLoss.for_model(model, hyp.loss), training_size(model, opts), ctx.device,
+                               amp_dtype(opts.amp, ctx.device), channels_last)
+    finally:
+        del model
+        if ctx.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
 def training_size(model, opts: TrainOptions) -> int:
     """--img-size, or the cfg's; a multiple of the model's largest stride."""
     return check_img_size(opts.img_size or max(model.input_size), model.max_stride)
@@ -332,6 +350,8 @@ def discard_run_dir(run_dir: Path, exist_ok: bool) -> None:
 
 def _build_trainer(opts, hyp, run_dir, cfg_source, weights, ckpt, chosen, ctx, trainer_cls) -> Trainer:
     sources = open_sources(opts)
+    if opts.batch_size == "auto":
+        opts = dataclasses.replace(opts, batch_size=probe_batch_size(opts, hyp, ctx, cfg_source, sources[0]))
     if ckpt is None:  # a resumed run keeps the choices its checkpoint recorded
         opts, hyp = plan_new_run(opts, hyp, ctx, sources[0], weights, chosen)
     torch.manual_seed(opts.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
