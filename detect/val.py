@@ -23,6 +23,7 @@ from detect.darknet.load import uses_channels_last
 from detect.evaluation.cocoeval_engines import BACKENDS, DEFAULT_BACKEND
 from detect.evaluation.coco import STAT_NAMES, format_class_table, format_summary
 from detect.evaluation.evaluator import CocoEvaluator, EvalResult, evaluate
+from detect.evaluation.voc_metrics import METRICS, format_darknet_summary
 from detect.runtime import dist
 from detect.runtime.commands import DefaultsHelpFormatter, run_command
 from detect.runtime.files import atomic_write_text
@@ -68,6 +69,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--cache", default=None, choices=("ram", "disk"),
                    help="decoded, resized images kept for the next run: ram = shared memory (this run only), disk = "
                         "beside the label cache (default: decode every image)")
+    p.add_argument("--metric", default="coco", choices=METRICS,
+                   help="coco: COCO's 12 numbers; voc07 / voc12: also VOC AP@0.5 (11-point / all-point, difficult "
+                        "boxes ignored) per class, with Darknet's `detector map` summary (TP, FP, FN, P, R, F1 and "
+                        "average IoU at conf 0.25)")
     p.add_argument("--coco-backend", default=DEFAULT_BACKEND, choices=BACKENDS,
                    help="COCOeval engine (the same 12 numbers; faster-coco-eval is C++, pycocotools the reference)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -115,6 +120,9 @@ def report(result: EvalResult, run_dir: Path, args, save_json: bool, skipped: in
     ranks = len(result.rank_seconds) or 1
     print(f"COCOeval engine: {result.backend}" + (f", categories shared by {ranks} ranks" if ranks > 1 else ""))
     print(format_class_table(result.per_class, result.num_images, result.stats))
+    if result.voc is not None:
+        print(f"\n{result.voc.metric.upper()} AP@0.5 (Darknet's detector map layout):")
+        print(format_darknet_summary(result.voc))
     print(f"speed per image: {t['preprocess']:.1f} ms preprocess, {t['inference']:.1f} ms inference, "
           f"{t['nms']:.1f} ms NMS, {t['cocoeval']:.1f} ms COCOeval ({result.num_images} images)")
     if skipped:
@@ -124,6 +132,10 @@ def report(result: EvalResult, run_dir: Path, args, save_json: bool, skipped: in
     metrics = {"map": result.map, "map50": result.map50, "stats": dict(zip(STAT_NAMES, result.stats)),
                "per_class": [c.__dict__ for c in result.per_class], "timings_ms_per_image": t,
                "num_images": result.num_images, "images_left_out": skipped, "args": vars(args)}
+    if result.voc is not None:
+        metrics["voc"] = {"metric": result.voc.metric, "map50": result.voc.map50, "tp": result.voc.tp,
+                          "fp": result.voc.fp, "fn": result.voc.fn, "average_iou": result.voc.average_iou,
+                          "per_class": [c.__dict__ for c in result.voc.per_class]}
     atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=1))
     if save_json:
         atomic_write_text(run_dir / "results.json", json.dumps(result.results))
@@ -144,7 +156,7 @@ def run(args) -> EvalResult:
                                    ctx.rank, ctx.world_size, rect=not args.square, cache_dir=args.cache_dir,
                                    cache=args.cache)
         evaluator = CocoEvaluator(source, args.conf, args.iou, args.max_det, multi_label=not args.single_label,
-                                  merge=not args.no_merge, backend=args.coco_backend)
+                                  merge=not args.no_merge, backend=args.coco_backend, metric=args.metric)
         result = evaluate(model, loader, evaluator, ctx.device, amp_dtype=amp_dtype(args.amp, ctx.device),
                           channels_last=uses_channels_last(ctx.device))
         run_dir = dist.broadcast_object(next_run_dir(args.project, args.name) if ctx.is_main else None)

@@ -239,3 +239,30 @@ def test_the_default_cache_is_the_users_not_the_source_trees(tmp_path, monkeypat
     assert default_cache_dir() == tmp_path / "home" / ".cache" / "detect"
     monkeypatch.setenv("DETECT_CACHE", str(tmp_path / "c"))
     assert default_cache_dir() == tmp_path / "c"
+
+
+@pytest.mark.slow
+def test_voc_metric_agrees_with_cocos_ap50_on_coco_tiny_and_prints_darknets_summary(shared, tmp_path, capsys):
+    """Two independent AP@0.5 computations on the same detections: VOC's all-point area (evaluation.voc_metrics)
+    and COCOeval's 101-point AP@0.5 differ only by the interpolation, a little per class."""
+    result = run(_coco_tiny_args(shared, tmp_path, "--square", "--single-label", "--no-merge", "--metric", "voc12"))
+    assert result.voc is not None and result.voc.metric == "voc12"
+    assert result.voc.map50 == pytest.approx(result.map50, abs=0.01)  # 0.418 COCO
+    per_class = {c.name: c.ap50 for c in result.per_class}
+    close = [abs(c.ap - per_class[c.name]) < 0.05 for c in result.voc.per_class if c.positives]
+    assert sum(close) >= 0.9 * len(close)
+    assert result.voc.tp + result.voc.fn == sum(c.positives for c in result.voc.per_class)
+    voc07 = run(_coco_tiny_args(shared, tmp_path, "--square", "--single-label", "--no-merge", "--metric", "voc07"))
+    assert voc07.voc.map50 == pytest.approx(result.voc.map50, abs=0.03) and voc07.voc.map50 != result.voc.map50
+
+
+def test_val_metric_voc_prints_darknet_lines_and_writes_them(tmp_path, capsys):
+    spec = write_coco_dataset(tmp_path / "data")
+    weights = write_tiny_checkpoint(tmp_path)
+    assert main(_val_args(spec, weights, tmp_path, "--metric", "voc07", "--conf", "0.0001", "--name", "v")) == 0
+    out = capsys.readouterr().out
+    assert "VOC07 AP@0.5 (Darknet's detector map layout):" in out and "used 11 Recall-points" in out
+    assert "class_id = 0, name = red, ap = " in out and " mean average precision (mAP@0.50) = " in out
+    voc = json.loads((tmp_path / "runs" / "v" / "metrics.json").read_text())["voc"]
+    assert voc["metric"] == "voc07" and len(voc["per_class"]) == 3
+    assert sum(c["positives"] for c in voc["per_class"]) == voc["tp"] + voc["fn"] == 6

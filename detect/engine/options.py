@@ -58,6 +58,7 @@ class TrainOptions:
     cache_dir: str | None = None
     cache: str | None = None  # ram | disk: decoded images kept between epochs (detect.data.image_cache)
     coco_backend: str = "faster-coco-eval"
+    metric: str = "coco"  # the fitness of best.pt: coco (mAP@0.5:0.95), voc07 / voc12 (VOC mAP@0.5)
     plots: bool = True
     tensorboard: bool = False
     dist_timeout: float = DEFAULT_TIMEOUT_S  # seconds a collective waits for the slowest rank (detect.runtime.dist)
@@ -148,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "disk = beside the label cache (default: decode every epoch)")
     p.add_argument("--coco-backend", default=d.coco_backend, choices=("faster-coco-eval", "pycocotools"),
                    help="COCOeval engine of the evaluations (the same numbers; faster-coco-eval is C++)")
+    p.add_argument("--metric", default=d.metric, choices=("coco", "voc07", "voc12"),
+                   help="what best.pt and --patience follow: coco = mAP@0.5:0.95; voc07 / voc12 = VOC mAP@0.5 "
+                        "(11-point / all-point, as Darknet's detector map), logged beside COCO's each evaluation")
     p.add_argument("--no-plots", dest="plots", action="store_false",
                    help="no pictures in the run folder (results.png, labels.png, PR/F1/confusion, mosaics)")
     p.add_argument("--tensorboard", action="store_true",

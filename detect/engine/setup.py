@@ -43,9 +43,10 @@ def new_run_dir(opts: TrainOptions) -> Path:
 
 
 def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, stride: int, ctx, on_result=None,
-                   cache: str | None = None, cache_dir=None, backend: str = "faster-coco-eval"):
-    """A callable(model) -> (mAP@0.5:0.95, metrics) over the opened val split, or None without one;
-    `on_result(EvalResult)` sees each result (the run's plots)."""
+                   cache: str | None = None, cache_dir=None, backend: str = "faster-coco-eval",
+                   metric: str = "coco"):
+    """A callable(model) -> (fitness, metrics) over the opened val split, or None without one; the fitness is
+    mAP@0.5:0.95, or with `metric` voc07 / voc12 VOC's mAP@0.5; `on_result(EvalResult)` sees each result."""
     from detect.data.loader import build_eval_loader
     from detect.evaluation.evaluator import CocoEvaluator, evaluate
 
@@ -54,14 +55,17 @@ def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, str
         return None
     loader = build_eval_loader(val_source, "val", img_size, batch_size, workers, stride, ctx.rank, ctx.world_size,
                                cache_dir=cache_dir, cache=cache)
-    evaluator = CocoEvaluator(val_source, backend=backend)
+    evaluator = CocoEvaluator(val_source, backend=backend, metric=metric)
 
     def run(model):
         result = evaluate(model, loader, evaluator, ctx.device, channels_last=uses_channels_last(ctx.device))
-        log.info("val: mAP@0.5 %.4f  mAP@0.5:0.95 %.4f (%d images)", result.map50, result.map, result.num_images)
+        voc = f"  {metric.upper()} mAP@0.5 {result.voc.map50:.4f}" if result.voc is not None else ""
+        log.info("val: mAP@0.5 %.4f  mAP@0.5:0.95 %.4f%s (%d images)", result.map50, result.map, voc,
+                 result.num_images)
         if on_result is not None:
             on_result(result)
-        return result.map, {"map50": result.map50, "map": result.map}
+        return (result.voc.map50 if result.voc is not None else result.map), {"map50": result.map50,
+                                                                              "map": result.map}
 
     return run
 
@@ -221,7 +225,7 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
                                 max_batches=opts.max_batches, epochs=opts.epochs, cache=opts.cache)
     evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx,
                                  monitor.on_evaluation if monitor is not None else None, opts.cache,
-                                 opts.cache_dir, opts.coco_backend)
+                                 opts.cache_dir, opts.coco_backend, opts.metric)
     optimizer, schedule, accumulate, steps_per_epoch = build_optimisation(model, opts, hyp, ctx, len(loader),
                                                                              transferred)
     amp = amp_dtype(opts.amp, ctx.device)

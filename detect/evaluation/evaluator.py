@@ -28,6 +28,7 @@ from detect.evaluation.coco import (
 from detect.evaluation.cocoeval_engines import DEFAULT_BACKEND, check_backend, summary_stats
 from detect.evaluation.postprocess import non_max_suppression, scale_to_original
 from detect.evaluation.sharded import sharded_cocoeval
+from detect.evaluation.voc_metrics import VocResult, check_metric, truths_from_coco, voc_evaluate
 from detect.ops.preprocess import to_model_input
 from detect.runtime import dist
 
@@ -49,6 +50,7 @@ class EvalResult:
     rows: np.ndarray | None = field(default=None, repr=False)  # rank 0: every detection, [n, 7] (coco rows)
     coco_summary: list[str] = field(default_factory=list, repr=False)  # COCOeval.summarize()'s 12 lines
     backend: str = DEFAULT_BACKEND  # the COCOeval engine that ran
+    voc: VocResult | None = None  # with metric voc07 / voc12: VOC AP@0.5 and Darknet's counts
 
     @property
     def results(self) -> list[dict]:
@@ -82,8 +84,9 @@ class CocoEvaluator:
 
     def __init__(self, source, conf_thres: float = 0.001, iou_thres: float = 0.6, max_det: int = 300,
                  multi_label: bool = True, merge: bool = True, backend: str = DEFAULT_BACKEND,
-                 keep_results: bool = True):
+                 keep_results: bool = True, metric: str = "coco"):
         self.source = source
+        self.metric = check_metric(metric)
         self.backend, self.keep_results = check_backend(backend), keep_results
         self.conf_thres, self.iou_thres, self.max_det = conf_thres, iou_thres, max_det
         self.multi_label, self.merge = multi_label, merge
@@ -123,7 +126,13 @@ class CocoEvaluator:
         outcome = sharded_cocoeval(coco_gt, rows, image_ids, self.source.category_ids,
                                    {cid: n for cid, (_, n) in counts.items()}, self.backend)
         seconds = time.perf_counter() - tick
-        everything = dist.gather_object_to_main(rows) if self.keep_results else None
+        everything = dist.gather_object_to_main(rows) if self.keep_results or self.metric != "coco" else None
+        voc = None
+        if self.metric != "coco":  # rank 0 matches (every detection is there), every rank gets the result
+            voc = dist.broadcast_object(voc_evaluate(sort_rows(np.concatenate(everything)), truths_from_coco(
+                coco_gt, image_ids), self.source.names, self.source.category_ids, self.metric)
+                if everything is not None else None)
+            everything = everything if self.keep_results else None
         if sum(outcome.rank_rows) == 0 and dist.is_main_process():
             log.warning("no detections at all: every metric is 0")
         raw = summary_stats(outcome.precision, outcome.recall)
@@ -138,7 +147,7 @@ class CocoEvaluator:
         timings = {k: 1000.0 * totals[k] / n for k in TIMING_KEYS}
         return EvalResult(stats, stats[0], stats[1], per_class, timings, len(image_ids), rank_seconds,
                           sort_rows(np.concatenate(everything)) if everything is not None else None,
-                          format_summary(raw).splitlines(), self.backend)
+                          format_summary(raw).splitlines(), self.backend, voc)
 
 
 def _check_images(shards: list, source) -> list[int]:

@@ -49,6 +49,12 @@ class VocResult:
     average_iou: float  # mean IoU of those true positives
 
 
+def check_metric(metric: str) -> str:
+    if metric not in METRICS:
+        raise ValueError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    return metric
+
+
 def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """[n, m] IoU of xyxy boxes (continuous coordinates)."""
     lt = np.maximum(a[:, None, :2], b[None, :, :2])
@@ -109,8 +115,8 @@ def voc_evaluate(rows: np.ndarray, truths: dict[int, ImageTruth], names: Sequenc
                  category_ids: Sequence[int], metric: str = "voc12") -> VocResult:
     """VOC AP@0.5 per class and its mean, with Darknet's counts at conf 0.25. `rows`: coco rows (image_id,
     x, y, w, h, score, category_id) of every evaluated image; `truths`: image id -> its ground truth."""
-    if metric not in ("voc07", "voc12"):
-        raise ValueError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    if check_metric(metric) == "coco":
+        raise ValueError("voc_evaluate computes voc07 or voc12; the COCO metric is CocoEvaluator's")
     per_class, totals = [], np.zeros(3)
     iou_sum = 0.0
     for name, cid in zip(names, category_ids):
