@@ -132,6 +132,30 @@ def test_val_leaves_out_an_unusable_image_and_strict_refuses(tmp_path, capsys):
     assert "img1.jpg" in err and "missing" in err and "--strict" in err
 
 
+def test_val_scores_only_the_boxes_the_report_kept(tmp_path, capsys):
+    """Boxes the bad-input report drops (zero-size, negative, outside the image, unknown category, no such image)
+    are not ground truth: the same metrics and instances as the json without them."""
+    spec = write_coco_dataset(tmp_path / "data")
+    weights = write_tiny_checkpoint(tmp_path)
+    assert main(_val_args(spec, weights, tmp_path, "--name", "clean")) == 0
+    data = json.loads((tmp_path / "data" / "val.json").read_text())
+    data["annotations"] += [{"id": 100 + k, "image_id": image_id, "category_id": cat, "bbox": box, "area": 100.0,
+                             "iscrowd": 0} for k, (image_id, cat, box) in enumerate([
+                                 (10, 1, [5, 5, 0, 10]), (11, 2, [20, 10, -8, 8]), (12, 3, [70, 5, 10, 10]),
+                                 (12, 1, [-30, -30, 10, 10]), (10, 9, [5, 5, 10, 10]), (99, 1, [5, 5, 10, 10])])]
+    (tmp_path / "data" / "val.json").write_text(json.dumps(data))
+    capsys.readouterr()
+    with log_lines("detect.data.cache") as lines:
+        assert main(_val_args(spec, weights, tmp_path, "--name", "bad")) == 0
+    clean, bad = (json.loads((tmp_path / "runs" / name / "metrics.json").read_text()) for name in ("clean", "bad"))
+    assert sum(c["instances"] for c in bad["per_class"]) == 6
+    assert bad["per_class"] == clean["per_class"]
+    assert (bad["map"], bad["map50"], bad["stats"]) == (clean["map"], clean["map50"], clean["stats"])
+    summary = next(line for line in lines if "dropped boxes" in line)
+    assert "3 images, 6 boxes" in summary
+    assert "1 unknown_class, 1 unknown_image, 2 outside_image, 2 zero_area" in summary
+
+
 def test_val_rejects_annotation_file_without_images(tmp_path, capsys):
     spec = write_coco_dataset(tmp_path / "data", no_images=True)
     weights = write_tiny_checkpoint(tmp_path)

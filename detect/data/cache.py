@@ -25,7 +25,9 @@ from detect.runtime.files import atomic_write
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = 3  # 2: per-box `difficult` flags; 3: paths as one UTF-8 buffer (RecordTable)
+# 2: per-box `difficult` flags; 3: paths as one UTF-8 buffer (RecordTable); 4: COCO json: the annotations evaluation
+# scores (`annotation_index`, `crowd_index`), the report's unknown_class / unknown_image entries
+CACHE_VERSION = 4
 
 
 @dataclass
@@ -35,6 +37,10 @@ class SplitLabels:
     category_ids: list[int]  # contiguous class index -> original category id
     dropped_image_ids: list[int]  # images of the annotation file that could not be used
     report: BadInputReport
+    # COCO json only: the positions in its `annotations` list of every kept box (int64, the records' box order)
+    # and of every kept crowd region; the ground truth evaluation scores is made of these (detect.data.sources)
+    annotation_index: np.ndarray | None = None
+    crowd_index: np.ndarray | None = None
 
 
 class Fingerprint:
@@ -73,10 +79,12 @@ def save_labels(path: Path, key: str, labels: SplitLabels) -> None:
             "category_ids": list(labels.category_ids), "dropped_image_ids": labels.dropped_image_ids,
             "report": labels.report.to_json()}
     arrays = {name: getattr(table, name) for name in TABLE_ARRAYS}
+    arrays.update({name: getattr(labels, name) for name in INDEX_ARRAYS if getattr(labels, name) is not None})
     atomic_write(path, lambda f: np.savez(f, meta=np.array(json.dumps(meta)), **arrays))
 
 
 TABLE_ARRAYS = ("paths", "path_offsets", "sizes", "image_ids", "box_offsets", "boxes", "classes", "difficult")
+INDEX_ARRAYS = ("annotation_index", "crowd_index")  # SplitLabels fields, stored when not None
 
 
 def load_labels(path: Path, key: str) -> tuple[SplitLabels | None, str]:
@@ -91,16 +99,18 @@ def load_labels(path: Path, key: str) -> tuple[SplitLabels | None, str]:
             if meta.get("key") != key:
                 return None, "stale (files or labels changed)"
             table = RecordTable(*(z[name] for name in TABLE_ARRAYS))
+            index = {name: z[name] for name in INDEX_ARRAYS if name in z.files}
     except Exception as e:  # any damage means: rebuild
         return None, f"unreadable ({type(e).__name__}: {e})"
     return SplitLabels(table, tuple(meta["names"]), list(meta["category_ids"]), meta["dropped_image_ids"],
-                       BadInputReport.from_json(meta["report"])), ""
+                       BadInputReport.from_json(meta["report"]), **index), ""
 
 
 def log_summary(labels: SplitLabels, what: str, log_file: Path, built: bool) -> None:
     n_boxes = len(labels.records.classes) if isinstance(labels.records, RecordTable) else sum(
         len(r.classes) for r in labels.records)
-    line = labels.report.summary(what, len(labels.records), n_boxes)
+    n_crowd = len(labels.crowd_index) if labels.crowd_index is not None else 0
+    line = labels.report.summary(what, len(labels.records), n_boxes, n_crowd)
     if labels.report.entries:
         line += f" (offending files listed in {log_file})"
     if built and labels.report.needs_attention():

@@ -27,7 +27,9 @@ MIN_BOX_SIDE = 1e-3
 # Kinds of bad input. `skipped` kinds remove an image or a box; `fixed` kinds are converted and kept; `info`
 # kinds are worth knowing but need no fix (a build with only those is logged as info, not as a warning).
 IMAGE_SKIP_KINDS = ("missing", "empty_file", "corrupt", "unsupported_format", "label_syntax", "no_image")
-BOX_SKIP_KINDS = ("class_out_of_range", "unknown_class", "non_finite", "outside_image", "zero_area", "duplicate")
+# `unknown_image`: a COCO annotation whose image_id is none of the json's images (reported against the json)
+BOX_SKIP_KINDS = ("class_out_of_range", "unknown_class", "unknown_image", "non_finite", "outside_image", "zero_area",
+                  "duplicate")
 FIXED_KINDS = ("clipped", "exif_rotated", "grayscale", "rgba", "16bit", "truncated", "size_mismatch")
 INFO_KINDS = ("background",)
 
@@ -71,7 +73,7 @@ class BadInputReport:
         self.entries.extend(other.entries)
         self.counts.update(other.counts)
 
-    def summary(self, what: str, num_images: int, num_boxes: int) -> str:
+    def summary(self, what: str, num_images: int, num_boxes: int, num_crowd: int = 0) -> str:
         def part(kinds):
             items = [f"{self.counts[k]} {k}" for k in kinds if self.counts[k]]
             return ", ".join(items) if items else "none"
@@ -80,7 +82,8 @@ class BadInputReport:
         skipped_boxes = part(BOX_SKIP_KINDS)
         fixed = part(FIXED_KINDS)
         info = f"; info: {part(INFO_KINDS)}" if any(self.counts[k] for k in INFO_KINDS) else ""
-        return (f"{what}: {num_images} images, {num_boxes} boxes; skipped images: {skipped_images}; "
+        crowd = f" (+ {num_crowd} crowd region(s), ignored by evaluation)" if num_crowd else ""
+        return (f"{what}: {num_images} images, {num_boxes} boxes{crowd}; skipped images: {skipped_images}; "
                 f"dropped boxes: {skipped_boxes}; converted/fixed: {fixed}{info}")
 
     def needs_attention(self) -> bool:
@@ -97,6 +100,13 @@ class BadInputReport:
     @classmethod
     def from_json(cls, data: dict) -> BadInputReport:
         return cls([tuple(e) for e in data["entries"]], Counter(data["counts"]))
+
+
+def first_few(values, n: int = 5) -> str:
+    """`1, 2, 3, 4, 5 and 2 more`: the first `n` values for a report line."""
+    values = list(values)
+    more = f" and {len(values) - n} more" if len(values) > n else ""
+    return ", ".join(str(v) for v in values[:n]) + more
 
 
 def validate_boxes(boxes: np.ndarray, classes: np.ndarray, width: int, height: int, num_classes: int,

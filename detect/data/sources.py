@@ -1,8 +1,10 @@
 """Dataset sources: COCO json, YOLO txt and VOC xml splits read into one record format (via the label cache).
 
 A source exposes `records` (list of ImageRecord), `names`, `category_ids` (contiguous class index -> original
-category id, used to write COCO results) and `coco_ground_truth()` (a pycocotools COCO: the json as given for
-COCO, built in memory for YOLO txt and VOC xml).
+category id, used to write COCO results) and `coco_ground_truth()`: a pycocotools COCO of what the bad-input report
+kept, the boxes as training sees them. For a COCO json: its own annotations of the kept boxes and crowd regions
+(ids, `area`, `iscrowd` as written; a box clipped to its image is scored clipped, `area` stays the json's); what
+the report dropped is not scored. For YOLO txt and VOC xml: built from the records.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 from detect.data import voc, yolo_labels
 from detect.data.cache import Fingerprint, SplitLabels, cache_file_for, cached_labels
 from detect.data.images import probe_images
-from detect.data.records import BadInputReport, ImageRecord, validate_boxes
+from detect.data.records import BadInputReport, ImageRecord, first_few, validate_boxes_kept
 from detect.data.spec import DataSpec, default_cache_dir
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,7 @@ class DatasetSource:
         self.category_ids = list(labels.category_ids)
         self.dropped_image_ids = list(labels.dropped_image_ids)
         self.report = labels.report  # the bad-input report of the cache build
+        self.annotation_index, self.crowd_index = labels.annotation_index, labels.crowd_index  # COCO json only
         self._coco = None
 
     @property
@@ -41,17 +44,14 @@ class DatasetSource:
         return len(self.names)
 
     def coco_ground_truth(self):
-        """pycocotools COCO of this split; images that could not be read are left out (with a warning)."""
+        """pycocotools COCO of this split: what the report kept (images that could not be read are left out, with a
+        warning; so are the boxes it dropped)."""
         if self._coco is None:
             from pycocotools.coco import COCO
 
-            dataset = (json.loads(self.spec.annotations(self.split).read_text()) if self.spec.format == "coco"
-                       else self._ground_truth_dict())
             if self.dropped_image_ids:
-                dropped = set(self.dropped_image_ids)
-                log.warning(f"ground truth of {self.split}: {len(dropped)} unreadable image(s) left out")
-                dataset["images"] = [im for im in dataset["images"] if im["id"] not in dropped]
-                dataset["annotations"] = [a for a in dataset["annotations"] if a["image_id"] not in dropped]
+                log.warning(f"ground truth of {self.split}: {len(self.dropped_image_ids)} unreadable image(s) left out")
+            dataset = self._json_ground_truth() if self.annotation_index is not None else self._ground_truth_dict()
             coco = COCO()
             coco.dataset = dataset
             with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints progress
@@ -59,11 +59,46 @@ class DatasetSource:
             self._coco = coco
         return self._coco
 
+    def _images(self) -> list[dict]:
+        return [{"id": r.image_id, "file_name": os.path.basename(r.path), "width": r.width, "height": r.height}
+                for r in self.records]
+
+    def _categories(self) -> list[dict]:
+        return [{"id": cid, "name": n} for cid, n in zip(self.category_ids, self.names)]
+
+    def _json_ground_truth(self) -> dict:
+        """The COCO json's annotations the label cache kept (`annotation_index`, `crowd_index`), boxes clipped as
+        the records are."""
+        ann_file = self.spec.annotations(self.split)
+        anns = json.loads(ann_file.read_text()).get("annotations", [])
+        sizes = {r.image_id: (r.width, r.height) for r in self.records}
+        chosen = [anns[i] for i in np.concatenate([self.annotation_index, self.crowd_index]).tolist()
+                  if i < len(anns)]
+        if len(chosen) != len(self.annotation_index) + len(self.crowd_index) or \
+                any(a.get("image_id") not in sizes for a in chosen):
+            raise ValueError(f"{ann_file} changed since its label cache was read; run again (the cache is rebuilt)")
+        xywh = np.array([a["bbox"] for a in chosen], dtype=np.float64).reshape(-1, 4)
+        xyxy = np.concatenate([xywh[:, :2], xywh[:, :2] + xywh[:, 2:]], 1)
+        size = np.array([sizes[a["image_id"]] * 2 for a in chosen], dtype=np.float64).reshape(-1, 4)
+        clipped = np.clip(xyxy, 0.0, size)  # as validate_boxes clips
+        was_clipped = (clipped != xyxy).any(1)
+        ids = [a.get("id") for a in chosen]
+        if None in ids or len(set(ids)) != len(ids):  # the COCO API keys annotations by id
+            ids = list(range(1, len(chosen) + 1))
+        annotations = []
+        for a, ann_id, box, cut in zip(chosen, ids, clipped.tolist(), was_clipped.tolist()):
+            bbox = [box[0], box[1], box[2] - box[0], box[3] - box[1]] if cut else a["bbox"]
+            area = a.get("area")
+            if not isinstance(area, (int, float)) or not np.isfinite(area) or area < 0:
+                area = bbox[2] * bbox[3]
+            annotations.append({"id": ann_id, "image_id": a["image_id"], "category_id": a["category_id"],
+                                "bbox": bbox, "area": area, "iscrowd": int(bool(a.get("iscrowd", 0)))})
+        return {"images": self._images(), "annotations": annotations, "categories": self._categories()}
+
     def _ground_truth_dict(self) -> dict:
-        images, annotations = [], []
+        """YOLO txt, VOC xml: the records' boxes."""
+        annotations = []
         for r in self.records:
-            images.append({"id": r.image_id, "file_name": os.path.basename(r.path), "width": r.width,
-                           "height": r.height})
             for box, cls, difficult in zip(r.boxes.tolist(), r.classes.tolist(), r.difficult.tolist()):
                 w, h = box[2] - box[0], box[3] - box[1]
                 # COCOeval ignores only crowd boxes (its _prepare sets `ignore` from `iscrowd`): a VOC difficult
@@ -72,12 +107,40 @@ class DatasetSource:
                 annotations.append({"id": len(annotations) + 1, "image_id": r.image_id,
                                     "category_id": self.category_ids[cls], "bbox": [box[0], box[1], w, h],
                                     "area": w * h, "iscrowd": int(difficult), "difficult": int(difficult)})
-        categories = [{"id": cid, "name": n} for cid, n in zip(self.category_ids, self.names)]
-        return {"images": images, "annotations": annotations, "categories": categories}
+        return {"images": self._images(), "annotations": annotations, "categories": self._categories()}
+
+
+def _show(value) -> str:
+    """A json value as the file writes it (1, "1", null)."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _bbox(ann: dict) -> list[float]:
+    """The 4 numbers of an annotation's bbox; NaNs (dropped as non_finite) when it has no such bbox."""
+    try:
+        values = [float(v) for v in ann["bbox"]]
+    except (KeyError, TypeError, ValueError):
+        values = []
+    return values if len(values) == 4 else [float("nan")] * 4
+
+
+def _validated(anns: list, positions: list[int], cat_index: dict, width: int, height: int, num_classes: int,
+               path: Path, report: BadInputReport) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """validate_boxes_kept of the annotations at `positions`: (boxes, classes, positions kept)."""
+    positions = np.array(positions, dtype=np.int64)
+    xywh = np.array([_bbox(anns[i]) for i in positions.tolist()], dtype=np.float64).reshape(-1, 4)
+    xyxy = np.concatenate([xywh[:, :2], xywh[:, :2] + xywh[:, 2:]], 1)
+    classes = np.array([cat_index[anns[i]["category_id"]] for i in positions.tolist()], dtype=np.float64)
+    boxes, classes, kept = validate_boxes_kept(xyxy, classes, width, height, num_classes, str(path), report)
+    return boxes, classes, positions[kept]
 
 
 def scan_coco(images_dir: Path, ann_file: Path, names: tuple[str, ...] | None) -> SplitLabels:
-    """Records from a COCO instances json; crowd boxes are left to evaluation (they stay in the json)."""
+    """Records from a COCO instances json. Crowd regions are not trained on: they are validated like boxes and
+    kept for evaluation (`crowd_index`); annotations of no category or no image of the json are reported by id."""
     try:
         data = json.loads(ann_file.read_text())
         images, anns, cats = data["images"], data.get("annotations", []), data["categories"]
@@ -92,14 +155,23 @@ def scan_coco(images_dir: Path, ann_file: Path, names: tuple[str, ...] | None) -
         raise ValueError(f"{ann_file}: has {len(cats)} categories but the spec lists {len(names)} names")
     names = names or tuple(c["name"] for c in cats)
     cat_index = {cid: i for i, cid in enumerate(category_ids)}
-    by_image: dict[int, list] = {}
-    for a in anns:
-        if not a.get("iscrowd", 0):
-            by_image.setdefault(a["image_id"], []).append(a)
     report = BadInputReport()
+    known_images = {im["id"] for im in images}
+    by_image: dict = {}
+    orphans = []
+    for i, a in enumerate(anns):
+        if a.get("image_id") in known_images:
+            by_image.setdefault(a["image_id"], []).append(i)
+        else:
+            orphans.append(a)
+    if orphans:
+        report.add("unknown_image", ann_file, f"{len(orphans)} annotation(s) whose image_id is not among the "
+                   f"{len(images)} images of the file: annotation id(s) {first_few(_show(a.get('id')) for a in orphans)}"
+                   f" (image_id {first_few(dict.fromkeys(_show(a.get('image_id')) for a in orphans))})",
+                   count=len(orphans))
     paths = [images_dir / im["file_name"] for im in images]
     probes = probe_images(paths, report)
-    records, dropped = [], []
+    records, dropped, box_index, crowd_index = [], [], [], []
     for im, path, probe in zip(images, paths, probes):
         if probe is None:
             dropped.append(int(im["id"]))
@@ -109,13 +181,25 @@ def scan_coco(images_dir: Path, ann_file: Path, names: tuple[str, ...] | None) -
                                         f"{im['width']}x{im['height']}")
             dropped.append(int(im["id"]))
             continue
-        image_anns = by_image.get(im["id"], [])
-        xywh = np.array([a["bbox"] for a in image_anns], dtype=np.float64).reshape(-1, 4)
-        xyxy = np.concatenate([xywh[:, :2], xywh[:, :2] + xywh[:, 2:]], 1)
-        classes = np.array([cat_index.get(a["category_id"], -1) for a in image_anns], dtype=np.float64)
-        boxes, classes = validate_boxes(xyxy, classes, probe.width, probe.height, len(names), str(path), report)
+        positions = by_image.get(im["id"], [])
+        unknown = [i for i in positions if anns[i].get("category_id") not in cat_index]
+        if unknown:
+            report.add("unknown_class", path, f"{len(unknown)} annotation(s) with category_id "
+                       f"{first_few(dict.fromkeys(_show(anns[i].get('category_id')) for i in unknown))}, not among "
+                       f"the {len(cats)} categories of {ann_file.name} (ids {first_few(category_ids)}): annotation "
+                       f"id(s) {first_few(_show(anns[i].get('id')) for i in unknown)}", count=len(unknown))
+        known = [i for i in positions if anns[i].get("category_id") in cat_index]
+        crowd = [bool(anns[i].get("iscrowd", 0)) for i in known]
+        args = (cat_index, probe.width, probe.height, len(names), path, report)
+        boxes, classes, kept = _validated(anns, [i for i, c in zip(known, crowd) if not c], *args)
+        crowd_index.append(_validated(anns, [i for i, c in zip(known, crowd) if c], *args)[2])
+        box_index.append(kept)
         records.append(ImageRecord(str(path), probe.width, probe.height, boxes, classes, int(im["id"])))
-    return SplitLabels(records, tuple(names), category_ids, dropped, report)
+    return SplitLabels(records, tuple(names), category_ids, dropped, report, _concat(box_index), _concat(crowd_index))
+
+
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def open_source(spec: DataSpec, split: str, cache_dir: Path | None = None) -> DatasetSource:
