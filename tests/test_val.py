@@ -290,3 +290,17 @@ def test_val_metric_voc_prints_darknet_lines_and_writes_them(tmp_path, capsys):
     voc = json.loads((tmp_path / "runs" / "v" / "metrics.json").read_text())["voc"]
     assert voc["metric"] == "voc07" and len(voc["per_class"]) == 3
     assert sum(c["positives"] for c in voc["per_class"]) == voc["tp"] + voc["fn"] == 6
+
+
+def test_val_augment_runs_three_passes_per_image(tmp_path, capsys, monkeypatch):
+    from detect.ops import tta
+
+    passes = []
+    original = tta.AugmentedModel.forward
+    monkeypatch.setattr(tta.AugmentedModel, "forward", lambda self, x: passes.append(x.shape[0]) or original(self, x))
+    spec = write_coco_dataset(tmp_path / "data")
+    weights = write_tiny_checkpoint(tmp_path)
+    assert main(_val_args(spec, weights, tmp_path, "--augment", "--conf", "0.0001", "--name", "tta")) == 0
+    assert sum(passes) == 3  # every image went through the augmented model once (three passes inside)
+    metrics = json.loads((tmp_path / "runs" / "tta" / "metrics.json").read_text())
+    assert metrics["args"]["augment"] and len(metrics["stats"]) == 12
