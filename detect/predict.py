@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 import torch
 
-from detect.api import InferenceSettings, detect_images, load_tool_model
+from detect.api import InferenceSettings, default_names, detect_images, load_tool_model
 from detect.data.images import IMAGE_SUFFIXES, BadImage, read_image
 from detect.data.spec import read_class_names
 from detect.runtime import dist
@@ -44,9 +44,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--cfg", help="Darknet .cfg (optional for .pt checkpoints, which carry their cfg)")
     p.add_argument("--weights", required=True, help=".weights, .pt checkpoint or .onnx (detect.export)")
     p.add_argument("--source", required=True, help="an image, a folder, a glob pattern or a video file")
-    p.add_argument("--names", help="class names: a .names file (one per line) or a data spec (.yaml)")
-    p.add_argument("--img-size", "--img", dest="img", type=int, default=416,
-                   help="input size (long side), as in detect.val")
+    p.add_argument("--names", help="class names: a .names file (one per line) or a data spec (.yaml); "
+                   "default: the names a .pt carries, else COCO's for an 80-class model, else the class ids")
+    p.add_argument("--img-size", "--img", dest="img", type=int, default=None,
+                   help="input size (long side), as in detect.val; a multiple of the model's largest stride "
+                        "(default: the size a .pt was trained at, else the cfg's [net] size)")
     p.add_argument("--square", action="store_true", help="square img x img letterbox instead of the image's own "
                    "rect canvas (long side at --img-size, half a stride of border)")
     p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=1,
@@ -58,7 +60,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--project", default="runs/predict", help="parent folder of the run folder")
     p.add_argument("--name", default="exp", help="run folder name (a number is appended when it exists)")
     args = p.parse_args(argv)
-    if args.img < 1 or args.max_det < 1 or args.batch < 1:
+    if (args.img is not None and args.img < 1) or args.max_det < 1 or args.batch < 1:
         p.error(f"--img-size, --batch-size and --max-det must be positive, got {args.img}, {args.batch} and "
                 f"{args.max_det}")
     if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
@@ -158,10 +160,10 @@ def summary(det: torch.Tensor, names: list[str]) -> str:
 def run(args) -> Path:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
-    model, checkpoint_names, args.square = load_tool_model(args.weights, args.cfg, ctx.device, args.img,
-                                                           args.square)
+    model, checkpoint_names, args.square, args.img = load_tool_model(args.weights, args.cfg, ctx.device, args.img,
+                                                                     args.square)
     names = read_class_names(args.names) if args.names else checkpoint_names
-    names = names or [str(k) for k in range(model.num_classes)]
+    names = names or default_names(model.num_classes, args.weights)
     if len(names) != model.num_classes:
         raise ValueError(f"--names {args.names} lists {len(names)} classes but the model predicts "
                          f"{model.num_classes}; give the names the weights were trained with")
