@@ -14,6 +14,7 @@ API, predict and evaluation give the same detections.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,13 +22,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from detect.darknet.load import for_inference, load_model
+from detect.darknet.load import check_img_size, for_inference, load_model
+from detect.darknet.pt_files import trained_img_size
+from detect.darknet.transfer import COCO_NAMES
 from detect.data.augment import letterbox
 from detect.data.geometry import rect_shape, round_up
 from detect.data.images import BadImage, read_image
+from detect.data.spec import read_class_names
 from detect.evaluation.postprocess import non_max_suppression, scale_to_original
 from detect.ops.preprocess import to_model_input
 from detect.runtime.dist import resolve_device
+from detect.runtime.precision import autocast
+
+log = logging.getLogger(__name__)
 
 DEFAULT_DYNAMIC_SIZE = 416  # an ONNX model with a dynamic input size, when no img_size is given
 
@@ -43,6 +50,7 @@ class InferenceSettings:
     square: bool = False  # img_size x img_size canvas instead of the image's own rect canvas
     fixed_shape: tuple[int, int] | None = None  # a model that takes one (h, w) only: fitted into it
     batch_size: int = 16  # images per forward pass at most
+    amp_dtype: torch.dtype | None = None  # autocast dtype of the forward pass on CUDA (ignored on the CPU)
 
 
 def canvas_shape(width: int, height: int, settings: InferenceSettings, stride: int) -> tuple[int, int]:
@@ -78,7 +86,9 @@ def detect_images(model, images_bgr: list[np.ndarray], settings: InferenceSettin
             batch = torch.from_numpy(np.stack([prepared[i][0] for i in chunk]))
             with torch.inference_mode():
                 x = to_model_input(batch, torch.device(device), channels_last)
-                dets = non_max_suppression(model(x), settings.conf, settings.iou, settings.max_det,
+                with autocast(device, settings.amp_dtype):
+                    rows = model(x).float()  # boxes and scores in float32 whatever the autocast dtype
+                dets = non_max_suppression(rows, settings.conf, settings.iou, settings.max_det,
                                            multi_label=False)
             for i, det in zip(chunk, dets):
                 _, ratio, pad = prepared[i]
@@ -129,18 +139,22 @@ class Detector:
              img_size: int | None = None, conf: float = 0.25, iou: float = 0.45, max_det: int = 300,
              square: bool = False, batch_size: int = 16) -> Detector:
         """`weights`: a `.pt` checkpoint (cfg and names inside), Darknet `.weights` (give `cfg`) or `.onnx`.
-        `names` override the class names the file carries (default: theirs, else "0", "1", ...).
-        `img_size`: long side of the input (default: the cfg's [net] size; a fixed-size ONNX model's own)."""
+        `names` override the class names the file carries (default: theirs; else COCO's for an 80-class
+        model, else "0", "1", ...; logged once).
+        `img_size`: long side of the input, a multiple of the model's largest stride (default: the size a
+        `.pt` was trained at, else the cfg's [net] size; a fixed-size ONNX model's own; logged once)."""
         _check_settings(img_size, conf, iou, max_det, batch_size)
         resolved = resolve_device(device, 0)
         if is_onnx_path(weights):
             model, carried, fixed = _load_onnx(weights, resolved, img_size)
-            img_size = img_size or (max(fixed) if fixed else DEFAULT_DYNAMIC_SIZE)
+            if img_size is None:
+                img_size = max(fixed) if fixed else DEFAULT_DYNAMIC_SIZE
+                _log_default_size("img_size", img_size, f"{Path(weights).name}'s " + (
+                    "fixed input size" if fixed else "default for a dynamic ONNX model"))
         else:
-            loaded = load_model(cfg, weights, img_size=img_size, exact=True)
-            model, carried, fixed = for_inference(loaded.model, resolved), loaded.names, None
-            img_size = img_size or max(model.input_size)
-        names = list(names or carried or [str(k) for k in range(model.num_classes)])
+            model, carried, img_size = _load_darknet(weights, cfg, resolved, img_size, "img_size")
+            fixed = None
+        names = list(names or carried or default_names(model.num_classes, weights, "names="))
         if len(names) != model.num_classes:
             raise ValueError(f"{len(names)} class names were given but {weights} predicts {model.num_classes} "
                              f"classes; give the names the weights were trained with")
@@ -169,17 +183,56 @@ def is_onnx_path(path) -> bool:
     return Path(path).suffix.lower() == ".onnx"
 
 
-def load_tool_model(weights, cfg, device: torch.device, img_size: int, square: bool):
-    """(model, the names it carries or None, square) for detect.val and detect.predict: an exported `.onnx` through
-    onnxruntime (a fixed-size one runs square at its own size only), else the Darknet model loaded exactly
-    and prepared for inference (fused; packed on the CPU)."""
+def load_tool_model(weights, cfg, device: torch.device, img_size: int | None, square: bool):
+    """(model, the names it carries or None, square, img_size) for detect.val and detect.predict: an exported
+    `.onnx` through onnxruntime (a fixed-size one runs square at its own size only; a dynamic one at
+    DEFAULT_DYNAMIC_SIZE when `img_size` is None), else the Darknet model loaded exactly and prepared for
+    inference (fused; packed on the CPU), with `img_size` checked against its largest stride (None: the size a
+    `.pt` was trained at, else the cfg's [net] size; the size chosen is logged)."""
     if is_onnx_path(weights):
         from detect.export.runtime import load_onnx_model, onnx_square_letterbox
 
         model = load_onnx_model(weights, device)
-        return model, model.names, onnx_square_letterbox(model, img_size, square)
-    loaded = load_model(cfg, weights, img_size=img_size, exact=True)
-    return for_inference(loaded.model, device), loaded.names, square
+        if img_size is None:
+            fixed = model.input_size
+            img_size = fixed[0] if fixed is not None else DEFAULT_DYNAMIC_SIZE
+            _log_default_size("--img-size", img_size, f"{Path(weights).name}'s " + (
+                "fixed input size" if fixed is not None else "default for a dynamic ONNX model"))
+        return model, model.names, onnx_square_letterbox(model, img_size, square), img_size
+    model, names, img_size = _load_darknet(weights, cfg, device, img_size, "--img-size")
+    return model, names, square, img_size
+
+
+def _load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag: str):
+    """(model prepared for inference, the names it carries or None, input size): the size given (`flag`), else
+    the size a `.pt` was trained at, else the cfg's [net] size; a multiple of the model's largest stride, checked
+    before anything runs (the model is built at its cfg's size, which any such multiple can run at)."""
+    loaded = load_model(cfg, weights, exact=True)
+    if img_size is None:
+        trained = trained_img_size(weights)
+        img_size = trained or max(loaded.model.input_size)
+        cfg_name = loaded.model.cfg_path or f"the cfg {Path(weights).name} carries"
+        _log_default_size(flag, img_size, f"the size {Path(weights).name} was trained at" if trained else
+                          f"the [net] size of {cfg_name}")
+    check_img_size(img_size, loaded.model.max_stride, flag)
+    return for_inference(loaded.model, device), loaded.names, img_size
+
+
+def _log_default_size(flag: str, img_size: int, why: str) -> None:
+    log.info("%s %d: %s (%s not given)", flag, img_size, why, flag)
+
+
+def default_names(num_classes: int, weights, flag: str = "--names") -> list[str]:
+    """Class names for a model whose file carries none and that was given none: COCO's 80 for an 80-class
+    model (the official Darknet .weights are COCO's, as fine-tuning assumes: detect.darknet.transfer), else the
+    class ids "0", "1", ...; the choice is logged once."""
+    source = Path(weights).name
+    if num_classes == 80 and COCO_NAMES.is_file():
+        log.info("class names: COCO's 80 (%s carries none; %s overrides)", source, flag)
+        return read_class_names(COCO_NAMES)
+    log.info("class names: the class ids 0..%d (%s carries no names and the model has %d classes, not COCO's "
+             "80; %s gives them)", num_classes - 1, source, num_classes, flag)
+    return [str(k) for k in range(num_classes)]
 
 
 def _load_onnx(path, device: torch.device, img_size: int | None):

@@ -3,21 +3,32 @@
     python -m detect.predict --cfg cfg/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights \\
         --source photos/ --names cfg/coco.names
 
-Writes to runs/predict/<name>: annotated images (or an annotated .mp4 per video), labels/<stem>.txt
-(YOLO format: class cx cy w h confidence, normalised to the image) and json/<stem>.json (boxes in pixels).
-Video frames are saved as <stem>_<frame>.txt / .json.
+Writes to runs/predict/<name>: per image an annotated copy under the image's own file name, labels/<stem>.txt
+(YOLO format: class cx cy w h confidence, normalised to the image) and json/<stem>.json (boxes in pixels); per
+video an annotated <stem>.mp4 and, per frame, labels/<stem>_<frame>.txt and json/<stem>_<frame>.json.
+Output names are unique per input: inputs that would share them (a.jpg and a.png; an image clip_3.jpg and the
+frame 3 of a video clip.mp4) are each named by their whole file name instead (labels/a.jpg.txt,
+labels/a.png.txt; labels/clip_3.jpg.txt, clip.mp4.mp4, labels/clip.mp4_3.txt). A folder's sub-folders are
+searched with --recursive only; outputs mirror the path below --source (x/a.jpg -> x/a.jpg, labels/x/a.txt,
+json/x/a.json), and for a glob the path below its last folder without a wildcard.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import logging
+import os
+import re
 import sys
 import time
-from collections import Counter
-from pathlib import Path
+from collections import Counter, deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path, PurePosixPath
 
 import detect.runtime.cpu_threads  # first: sets OMP_WAIT_POLICY before torch loads (README "CPU inference")
 
@@ -26,27 +37,37 @@ import cv2
 import numpy as np
 import torch
 
-from detect.api import InferenceSettings, detect_images, load_tool_model
+from detect.api import InferenceSettings, default_names, detect_images, load_tool_model
 from detect.data.images import IMAGE_SUFFIXES, BadImage, read_image
 from detect.data.spec import read_class_names
 from detect.runtime import dist
 from detect.runtime.commands import run_command
 from detect.runtime.files import atomic_write_bytes, atomic_write_text
 from detect.runtime.log import setup_logging
+from detect.runtime.precision import AMP_DTYPES, amp_dtype
 from detect.runtime.runs import next_run_dir
 
 log = logging.getLogger("detect.predict")  # not __name__: under `python -m` that is __main__, outside `detect`
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
+MEDIA_SUFFIXES = IMAGE_SUFFIXES + VIDEO_SUFFIXES
+_FRAME_NAME = re.compile(r"(.+)_\d+")  # <video output name>_<frame>
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m detect.predict", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m detect.predict", description=__doc__.split("\n")[0],
+                                epilog=__doc__.split("\n\n", 2)[2],  # what is written, and the output names
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cfg", help="Darknet .cfg (optional for .pt checkpoints, which carry their cfg)")
     p.add_argument("--weights", required=True, help=".weights, .pt checkpoint or .onnx (detect.export)")
     p.add_argument("--source", required=True, help="an image, a folder, a glob pattern or a video file")
-    p.add_argument("--names", help="class names: a .names file (one per line) or a data spec (.yaml)")
-    p.add_argument("--img-size", "--img", dest="img", type=int, default=416,
-                   help="input size (long side), as in detect.val")
+    p.add_argument("--recursive", action="store_true",
+                   help="search a --source folder's sub-folders too (default off: only the files directly in "
+                        "it; the sub-folders left out are counted in the log); outputs mirror the sub-paths")
+    p.add_argument("--names", help="class names: a .names file (one per line) or a data spec (.yaml); "
+                   "default: the names a .pt carries, else COCO's for an 80-class model, else the class ids")
+    p.add_argument("--img-size", "--img", dest="img", type=int, default=None,
+                   help="input size (long side), as in detect.val; a multiple of the model's largest stride "
+                        "(default: the size a .pt was trained at, else the cfg's [net] size)")
     p.add_argument("--square", action="store_true", help="square img x img letterbox instead of the image's own "
                    "rect canvas (long side at --img-size, half a stride of border)")
     p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=1,
@@ -54,36 +75,110 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--conf", type=float, default=0.25, help="confidence threshold (objectness * class)")
     p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold")
     p.add_argument("--max-det", type=int, default=300, help="detections per image at most")
+    p.add_argument("--amp", default="off", choices=tuple(AMP_DTYPES),
+                   help="autocast precision of the model's forward pass on CUDA (ignored on the CPU)")
+    p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    p.add_argument("--workers", type=int, default=default_workers(),
+                   help="threads that read and decode image files ahead of the model, at most 2 per thread "
+                        "waiting (default: the CPU cores, at most 4; 0: each image is read when its turn "
+                        "comes, in the main thread); video frames are read in the main thread")
     p.add_argument("--project", default="runs/predict", help="parent folder of the run folder")
     p.add_argument("--name", default="exp", help="run folder name (a number is appended when it exists)")
     args = p.parse_args(argv)
-    if args.img < 1 or args.max_det < 1 or args.batch < 1:
+    if (args.img is not None and args.img < 1) or args.max_det < 1 or args.batch < 1:
         p.error(f"--img-size, --batch-size and --max-det must be positive, got {args.img}, {args.batch} and "
                 f"{args.max_det}")
+    if args.workers < 0:
+        p.error(f"--workers must be 0 or more, got {args.workers}")
     if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
         p.error(f"--conf must be in [0, 1) and --iou in [0, 1], got {args.conf} and {args.iou}")
     return args
 
 
-def list_sources(source: str) -> list[Path]:
-    """The image and video files `source` names (a file, a folder or a glob), sorted."""
+def default_workers() -> int:
+    return min(4, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Input:
+    """One file to detect in: its path below --source (an annotated image's path in the run folder) and the
+    name of its other outputs (no extension; `output_names`)."""
+
+    path: Path
+    relative: str
+    output: str
+
+    @property
+    def is_video(self) -> bool:
+        return self.path.suffix.lower() in VIDEO_SUFFIXES
+
+
+def list_sources(source: str, recursive: bool = False) -> list[Input]:
+    """The image and video files `source` names (a file, a folder, its sub-folders too with `recursive`, or a
+    glob), sorted, each with its output name (`output_names`)."""
     path = Path(source)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES + VIDEO_SUFFIXES)
-        others = sorted(p.name for p in set(path.iterdir()) - set(files) if p.is_file())
+        entries = sorted(path.rglob("*") if recursive else path.iterdir())
+        files = [p for p in entries if p.is_file() and p.suffix.lower() in MEDIA_SUFFIXES]
+        others = [p.relative_to(path).as_posix() for p in entries
+                  if p.is_file() and p.suffix.lower() not in MEDIA_SUFFIXES]
         if others:  # a folder of photos often holds other files: say which were left out, once
             log.info("--source %s: %d file(s) neither image nor video ignored: %s", source, len(others),
                      ", ".join(others[:5]) + (", ..." if len(others) > 5 else ""))
+        folders = 0 if recursive else sum(p.is_dir() for p in entries)
+        if folders:
+            log.info("--source %s: %d sub-folder(s) not searched (--recursive searches them)", source,
+                     folders)
+        root = path
     elif path.is_file():
-        files = [path]
+        files, root = [path], path.parent
     else:
-        files = sorted(Path(p) for p in glob.glob(source, recursive=True))
-    files = [f for f in files if f.suffix.lower() in IMAGE_SUFFIXES + VIDEO_SUFFIXES]
+        files = sorted(Path(p) for p in glob.glob(source, recursive=True) if Path(p).is_file())
+        root = glob_root(source)
+    files = [f for f in files if f.suffix.lower() in MEDIA_SUFFIXES]
     if not files:
         raise FileNotFoundError(f"--source {source}: no such file, or no image or video file matches it "
                                 f"(images: {', '.join(IMAGE_SUFFIXES)}; videos: {', '.join(VIDEO_SUFFIXES)})")
-    return files
+    relative = [_below(f, root) for f in files]
+    return [Input(f, r, name) for f, r, name in zip(files, relative, output_names(relative))]
+
+
+def glob_root(pattern: str) -> Path:
+    """The folder a glob's matches are named below: its leading folders without a wildcard."""
+    fixed = []
+    for part in Path(pattern).parts[:-1]:
+        if glob.has_magic(part):
+            break
+        fixed.append(part)
+    return Path(*fixed) if fixed else Path(".")
+
+
+def _below(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.name
+
+
+def output_names(relative: list[str]) -> list[str]:
+    """The output name (no extension) of each input, given its distinct path below --source: the path without
+    its suffix, unless inputs would share output files: inputs of the same name (a.jpg, a.png) and an image named
+    like a video's frame (clip_3.jpg; clip.mp4 writes clip_0, clip_1, ...) are each named by their whole path
+    instead (a.jpg, a.png; clip_3.jpg, clip.mp4), until no two inputs share a name (whole paths never do)."""
+    names = [str(PurePosixPath(r).with_suffix("")) for r in relative]
+    while True:
+        counts = Counter(names)
+        videos = {n for n, r in zip(names, relative) if Path(r).suffix.lower() in VIDEO_SUFFIXES}
+        clashing = {n for n in names if counts[n] > 1}
+        for n, r in zip(names, relative):
+            match = _FRAME_NAME.fullmatch(n)
+            if match and match.group(1) in videos and Path(r).suffix.lower() not in VIDEO_SUFFIXES:
+                clashing |= {n, match.group(1)}
+        renamed = [r if n in clashing else n for n, r in zip(names, relative)]
+        if renamed == names:
+            return names
+        names = renamed
 
 
 class UnreadableSource(ValueError):
@@ -155,68 +250,97 @@ def summary(det: torch.Tensor, names: list[str]) -> str:
     return ", ".join(f"{n} {names[k]}" for k, n in sorted(counts.items())) or "no detections"
 
 
+def decode_ahead(paths: list[Path], workers: int):
+    """(path, BGR image or the BadImage it raised) per path, in order: read and decoded on `workers` threads,
+    at most 2 per thread ahead of the consumer (OpenCV's decoders release the GIL); 0 workers: in this thread."""
+    if workers == 0:
+        yield from ((path, _decode(path)) for path in paths)
+        return
+    remaining = iter(paths)
+    with ThreadPoolExecutor(workers, thread_name_prefix="predict-decode") as pool:
+        pending = deque((path, pool.submit(_decode, path)) for path in islice(remaining, 2 * workers))
+        while pending:
+            path, future = pending.popleft()
+            following = next(remaining, None)
+            if following is not None:
+                pending.append((following, pool.submit(_decode, following)))
+            yield path, future.result()
+
+
+def _decode(path: Path):
+    try:
+        return read_image(path)
+    except BadImage as e:
+        return e
+
+
 def run(args) -> Path:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
-    model, checkpoint_names, args.square = load_tool_model(args.weights, args.cfg, ctx.device, args.img,
-                                                           args.square)
+    model, checkpoint_names, args.square, args.img = load_tool_model(args.weights, args.cfg, ctx.device, args.img,
+                                                                     args.square)
     names = read_class_names(args.names) if args.names else checkpoint_names
-    names = names or [str(k) for k in range(model.num_classes)]
+    names = names or default_names(model.num_classes, args.weights)
     if len(names) != model.num_classes:
         raise ValueError(f"--names {args.names} lists {len(names)} classes but the model predicts "
                          f"{model.num_classes}; give the names the weights were trained with")
-    files = list_sources(args.source)
+    inputs = list_sources(args.source, args.recursive)
     run_dir = next_run_dir(args.project, args.name)
     for sub in ("labels", "json"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
-    detect_args = (args.img, ctx.device, args.conf, args.iou, args.max_det, args.square)
-    settings = InferenceSettings(args.img, args.conf, args.iou, args.max_det, args.square, batch_size=args.batch)
-    skipped, images = 0, []
-    for i, path in enumerate(files, 1):
-        label = f"{i}/{len(files)}"
-        if path.suffix.lower() not in VIDEO_SUFFIXES:
-            images.append((path, label))
-            if len(images) == args.batch or i == len(files):
-                skipped += predict_images(model, images, names, run_dir, settings, ctx.device)
-                images = []
-            continue
-        skipped += predict_images(model, images, names, run_dir, settings, ctx.device)
-        images = []
-        try:
-            predict_video(model, path, names, run_dir, detect_args, f"video {label}")
-        except UnreadableSource as e:
-            log.warning("skipped %s", e)
-            skipped += 1
-    if skipped == len(files):
-        raise ValueError(f"--source {args.source}: none of its {len(files)} file(s) could be read (see above)")
+    settings = InferenceSettings(args.img, args.conf, args.iou, args.max_det, args.square, batch_size=args.batch,
+                                 amp_dtype=amp_dtype(args.amp, ctx.device))
+    skipped, batch = 0, []
+    decoded = decode_ahead([item.path for item in inputs if not item.is_video], args.workers)
+    with contextlib.closing(decoded):  # an error stops the decoding threads
+        for i, item in enumerate(inputs, 1):
+            label = f"{i}/{len(inputs)}"
+            if not item.is_video:
+                batch.append((item, label, next(decoded)[1]))
+                if len(batch) == args.batch or i == len(inputs):
+                    skipped += predict_images(model, batch, names, run_dir, settings, ctx.device)
+                    batch = []
+                continue
+            skipped += predict_images(model, batch, names, run_dir, settings, ctx.device)
+            batch = []
+            try:
+                predict_video(model, item, names, run_dir, settings, ctx.device, f"video {label}")
+            except UnreadableSource as e:
+                log.warning("skipped %s", e)
+                skipped += 1
+    if skipped == len(inputs):
+        raise ValueError(f"--source {args.source}: none of its {len(inputs)} file(s) could be read (see above)")
     if skipped:
-        print(f"{len(files) - skipped} of {len(files)} files processed; {skipped} skipped (could not be read)")
+        print(f"{len(inputs) - skipped} of {len(inputs)} files processed; {skipped} skipped (could not be read)")
     print(f"results written to {run_dir}")
     return run_dir
 
 
-def predict_images(model, images: list[tuple[Path, str]], names, run_dir: Path, settings: InferenceSettings,
-                   device) -> int:
-    """Detect in image files (path, progress label) as one batch and save the results; returns how many were
-    skipped because they cannot be decoded (each named in one warning)."""
+def predict_images(model, images: list[tuple[Input, str, np.ndarray | BadImage]], names, run_dir: Path,
+                   settings: InferenceSettings, device) -> int:
+    """Detect in decoded image files (input, progress label, image or the BadImage its decoding raised) as one
+    batch and save the results; returns how many were skipped because they cannot be decoded (each named in one
+    warning)."""
     tick = time.perf_counter()
     readable = []
-    for path, label in images:
-        try:
-            readable.append((path, label, read_image(path)))
-        except BadImage as e:
-            log.warning("skipped %s", UnreadableSource(f"{path}: {e.detail}"))
+    for item, label, image in images:
+        if isinstance(image, BadImage):
+            log.warning("skipped %s", UnreadableSource(f"{item.path}: {image.detail}"))
+        else:
+            readable.append((item, label, image))
     found = detect_images(model, [image for _, _, image in readable], settings, device) if readable else []
     elapsed = (time.perf_counter() - tick) * 1000 / max(len(readable), 1)
-    for (path, label, image), det in zip(readable, found):
-        write_image(run_dir / path.name, draw(image, det, names))
-        save_results(det, names, image.shape, path.stem, run_dir, str(path))
-        print(f"image {label} {path}: {summary(det, names)} ({elapsed:.1f} ms)")
+    for (item, label, image), det in zip(readable, found):
+        write_image(run_dir / item.relative, draw(image, det, names))
+        save_results(det, names, image.shape, item.output, run_dir, str(item.path))
+        print(f"image {label} {item.path}: {summary(det, names)} ({elapsed:.1f} ms)")
     return len(images) - len(readable)
 
 
-def predict_video(model, path: Path, names, run_dir: Path, detect_args, label: str) -> None:
-    """Annotate every frame into run_dir/<stem>.mp4; txt and json per frame."""
+def predict_video(model, item: Input, names, run_dir: Path, settings: InferenceSettings, device,
+                  label: str) -> None:
+    """Annotate every frame into run_dir/<output>.mp4; txt and json per frame (<output>_<frame>)."""
+    path = item.path
     capture = open_video(path)
     fps = capture.get(cv2.CAP_PROP_FPS) or 25.0
     writer, index = None, 0
@@ -226,13 +350,15 @@ def predict_video(model, path: Path, names, run_dir: Path, detect_args, label: s
             if not ok:
                 break
             tick = time.perf_counter()
-            det = detect(model, frame, *detect_args)
+            det = detect_images(model, [frame], settings, device)[0]
             elapsed = (time.perf_counter() - tick) * 1000
             if writer is None:
-                writer = cv2.VideoWriter(str(run_dir / f"{path.stem}.mp4"), cv2.VideoWriter_fourcc(*"mp4v"),
-                                         fps, (frame.shape[1], frame.shape[0]))
+                output = run_dir / f"{item.output}.mp4"
+                output.parent.mkdir(parents=True, exist_ok=True)
+                writer = cv2.VideoWriter(str(output), cv2.VideoWriter_fourcc(*"mp4v"), fps,
+                                         (frame.shape[1], frame.shape[0]))
             writer.write(draw(frame, det, names))
-            save_results(det, names, frame.shape, f"{path.stem}_{index}", run_dir, f"{path}#{index}")
+            save_results(det, names, frame.shape, f"{item.output}_{index}", run_dir, f"{path}#{index}")
             print(f"{label} {path} frame {index}: {summary(det, names)} ({elapsed:.1f} ms)")
             index += 1
     finally:

@@ -48,7 +48,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data", required=True, help="dataset spec (data/*.yaml)")
     p.add_argument("--split", default="val", choices=("train", "val"),
                    help="which split of --data to evaluate (its `val:` or `train:` entry)")
-    p.add_argument("--img-size", "--img", dest="img", type=int, default=416, help="input size (long side)")
+    p.add_argument("--img-size", "--img", dest="img", type=int, default=None,
+                   help="input size (long side; default: the size a .pt was trained at, else the cfg's [net] size)")
     p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=32,
                    help="batch size (per process)")
     p.add_argument("--conf", type=float, default=0.001, help="confidence threshold (objectness * class)")
@@ -85,7 +86,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--name", default="exp", help="run folder name (a number is appended when it exists)")
     args = p.parse_args(argv)
     for name in ("img", "batch", "max_det"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
     if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
         p.error(f"--conf must be in [0, 1) and --iou in [0, 1], got {args.conf} and {args.iou}")
@@ -149,7 +150,7 @@ def run(args) -> EvalResult:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
     try:
-        model, _, args.square = load_tool_model(args.weights, args.cfg, ctx.device, args.img, args.square)
+        model, _, args.square, args.img = load_tool_model(args.weights, args.cfg, ctx.device, args.img, args.square)
         # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
         source = open_checked_split(args.data, args.split, model.num_classes, args.weights, args.strict,
                                     args.cache_dir)

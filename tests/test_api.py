@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from detect.api import Detections, Detector
+from detect.api import Detections, Detector, load_tool_model
+from detect.export.runtime import onnx_square_letterbox
 from detect.predict import main as predict_main
-from tests.test_val import NAMES, write_tiny_checkpoint
+from detect.val import main as val_main
+from tests.log_lines import log_lines
+from tests.test_val import NAMES, write_coco_dataset, write_tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +138,84 @@ def test_onnx_without_the_runtime_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "detect.export.runtime", None)  # as if it could not be imported
     with pytest.raises(ValueError, match=r"m.onnx: running ONNX models needs detect.export.runtime"):
         Detector.load(tmp_path / "m.onnx", device="cpu")
+
+
+# --- the tools' loader (load_tool_model) and Detector.load: input size and class names by default (predict items 3,
+# 5 and 6; detect.val shares the loader)
+
+@pytest.fixture(scope="module")
+def coco_detector_by_default():
+    """yolov3-tiny.weights loaded with neither names nor img_size; the messages the load logged."""
+    from tests.conftest import shared_path
+
+    cfg, weights = shared_path("darknet-cfg", "yolov3-tiny.cfg"), shared_path("weights", "yolov3-tiny.weights")
+    with log_lines("detect.api") as lines:
+        detector = Detector.load(weights, cfg, device="cpu")
+    return detector, lines
+
+
+def test_darknet_weights_without_names_get_cocos_and_the_cfgs_size(coco_detector_by_default, shared):
+    detector, lines = coco_detector_by_default
+    cfg = shared("darknet-cfg", "yolov3-tiny.cfg")
+    assert lines == [f"img_size 416: the [net] size of {cfg} (img_size not given)",
+                     "class names: COCO's 80 (yolov3-tiny.weights carries none; names= overrides)"]
+    assert detector.settings.img_size == 416 and len(detector.names) == 80 and detector.names[0] == "person"
+    found = detector(shared("data", "coco-tiny", "val2017", "000000005001.jpg"))  # a crowd of people
+    assert found.labels.count("person") >= 5
+
+
+def test_img_size_must_be_a_multiple_of_the_largest_stride(shared, tmp_path, capsys):
+    cfg, weights = shared("darknet-cfg", "yolov3-tiny.cfg"), shared("weights", "yolov3-tiny.weights")
+    with pytest.raises(ValueError) as raised:
+        Detector.load(weights, cfg, img_size=100, device="cpu")
+    assert str(raised.value) == ("img_size 100 must be a multiple of the model's largest stride 32 (and at least "
+                                 "32): try 96 or 128")
+    # detect.val refuses it the same way, before it reads the dataset (which does not exist here)
+    args = ["--cfg", str(cfg), "--weights", str(weights), "--data", str(tmp_path / "none.yaml"), "--device", "cpu",
+            "--img-size", "100", "--project", str(tmp_path / "runs")]
+    assert val_main(args) == 2
+    assert capsys.readouterr().err.strip() == ("error: --img-size 100 must be a multiple of the model's largest "
+                                               "stride 32 (and at least 32): try 96 or 128")
+    assert not (tmp_path / "runs").exists()
+
+
+def _trained_at(path, img_size):
+    """The checkpoint at `path` with the training options best.pt and last.pt record (opts.img_size)."""
+    checkpoint = torch.load(path, weights_only=True)
+    checkpoint["opts"] = {"img_size": img_size}
+    torch.save(checkpoint, path)
+    return path
+
+
+def test_default_img_size_is_the_training_size(tmp_path, monkeypatch):
+    weights = _trained_at(write_tiny_checkpoint(tmp_path), 96)  # [net] 64x64
+    with log_lines("detect.api") as lines:
+        detector = Detector.load(weights, device="cpu")
+    assert detector.settings.img_size == 96 and lines == ["img_size 96: the size tiny.pt was trained at "
+                                                          "(img_size not given)"]
+    assert Detector.load(weights, device="cpu", img_size=64).settings.img_size == 64
+    model, names, square, img_size = load_tool_model(weights, None, torch.device("cpu"), None, False)
+    assert (names, square, img_size, model.max_stride) == (NAMES, False, 96, 2)
+    # detect.val evaluates at that size too (its data loader's size; metrics.json records it)
+    monkeypatch.setenv("DETECT_CACHE", str(tmp_path / "cache"))
+    spec = write_coco_dataset(tmp_path / "data")
+    args = ["--weights", str(weights), "--data", str(spec), "--device", "cpu", "--workers", "0", "--project",
+            str(tmp_path / "runs"), "--name", "trained"]
+    assert val_main(args) == 0
+    assert json.loads((tmp_path / "runs" / "trained" / "metrics.json").read_text())["args"]["img"] == 96
+
+
+class _StandInDynamicOnnx(_StandInOnnx):
+    input_size = None
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_tools_default_to_an_onnx_models_own_size(stand_in_runtime, monkeypatch, tmp_path, fixed):
+    stand_in_runtime.onnx_square_letterbox = onnx_square_letterbox
+    stand_in_runtime.load_onnx_model = lambda path, device: _StandInOnnx() if fixed else _StandInDynamicOnnx()
+    monkeypatch.setattr(_StandInOnnx, "path", tmp_path / "m.onnx", raising=False)
+    with log_lines("detect.api") as lines:
+        model, names, square, img_size = load_tool_model(tmp_path / "m.onnx", None, torch.device("cpu"), None, False)
+    assert names == ("cat", "dog") and (square, img_size) == ((True, 64) if fixed else (False, 416))
+    why = "fixed input size" if fixed else "default for a dynamic ONNX model"
+    assert lines == [f"--img-size {img_size}: m.onnx's {why} (--img-size not given)"]
