@@ -31,6 +31,7 @@ from detect.data.images import BadImage, read_image
 from detect.data.spec import read_class_names
 from detect.evaluation.postprocess import non_max_suppression, scale_to_original
 from detect.ops.preprocess import to_model_input
+from detect.ops.tta import AugmentedModel
 from detect.runtime.dist import resolve_device
 from detect.runtime.precision import autocast
 
@@ -51,6 +52,7 @@ class InferenceSettings:
     fixed_shape: tuple[int, int] | None = None  # a model that takes one (h, w) only: fitted into it
     batch_size: int = 16  # images per forward pass at most
     amp_dtype: torch.dtype | None = None  # autocast dtype of the forward pass on CUDA (ignored on the CPU)
+    augment: bool = False  # test-time augmentation (detect.ops.tta): three passes per image, one NMS
 
 
 def canvas_shape(width: int, height: int, settings: InferenceSettings, stride: int) -> tuple[int, int]:
@@ -74,6 +76,8 @@ def detect_images(model, images_bgr: list[np.ndarray], settings: InferenceSettin
     """Per image, rows (x1, y1, x2, y2, score, class) in the image's own pixels, on the CPU. Images that share
     a canvas shape run in one batch (up to settings.batch_size); a batch gives each image what it gets alone."""
     stride = model.max_stride
+    if settings.augment:
+        model = AugmentedModel(model, stride)
     prepared = [model_input(image, settings, stride) for image in images_bgr]
     by_shape = defaultdict(list)
     for i, (array, _, _) in enumerate(prepared):
@@ -137,12 +141,13 @@ class Detector:
     @classmethod
     def load(cls, weights, cfg=None, *, names: list[str] | None = None, device: str = "auto",
              img_size: int | None = None, conf: float = 0.25, iou: float = 0.45, max_det: int = 300,
-             square: bool = False, batch_size: int = 16) -> Detector:
+             square: bool = False, batch_size: int = 16, augment: bool = False) -> Detector:
         """`weights`: a `.pt` checkpoint (cfg and names inside), Darknet `.weights` (give `cfg`) or `.onnx`.
         `names` override the class names the file carries (default: theirs; else COCO's for an 80-class
         model, else "0", "1", ...; logged once).
         `img_size`: long side of the input, a multiple of the model's largest stride (default: the size a
-        `.pt` was trained at, else the cfg's [net] size; a fixed-size ONNX model's own; logged once)."""
+        `.pt` was trained at, else the cfg's [net] size; a fixed-size ONNX model's own; logged once).
+        `augment`: test-time augmentation (detect.ops.tta; not for a fixed-size ONNX model)."""
         _check_settings(img_size, conf, iou, max_det, batch_size)
         resolved = resolve_device(device, 0)
         if is_onnx_path(weights):
@@ -154,11 +159,14 @@ class Detector:
         else:
             model, carried, img_size = _load_darknet(weights, cfg, resolved, img_size, "img_size")
             fixed = None
+        if augment and fixed is not None:
+            raise ValueError(f"augment=True runs the model at other sizes, but {weights} takes {fixed[0]}x{fixed[1]} "
+                             f"inputs only; export it with --dynamic")
         names = list(names or carried or default_names(model.num_classes, weights, "names="))
         if len(names) != model.num_classes:
             raise ValueError(f"{len(names)} class names were given but {weights} predicts {model.num_classes} "
                              f"classes; give the names the weights were trained with")
-        settings = InferenceSettings(img_size, conf, iou, max_det, square, fixed, batch_size)
+        settings = InferenceSettings(img_size, conf, iou, max_det, square, fixed, batch_size, augment=augment)
         return cls(model, names, settings, resolved)
 
     def __call__(self, images, rgb: bool = False):

@@ -37,7 +37,7 @@ import cv2
 import numpy as np
 import torch
 
-from detect.api import InferenceSettings, default_names, detect_images, load_tool_model
+from detect.api import InferenceSettings, default_names, detect_images, is_onnx_path, load_tool_model
 from detect.data.images import IMAGE_SUFFIXES, BadImage, read_image
 from detect.data.spec import read_class_names
 from detect.runtime import dist
@@ -70,6 +70,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "(default: the size a .pt was trained at, else the cfg's [net] size)")
     p.add_argument("--square", action="store_true", help="square img x img letterbox instead of the image's own "
                    "rect canvas (long side at --img-size, half a stride of border)")
+    p.add_argument("--augment", action="store_true",
+                   help="test-time augmentation, as detect.val --augment (three passes per image, one NMS)")
     p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=1,
                    help="images per forward pass (images of one canvas shape are batched; video: 1 frame)")
     p.add_argument("--conf", type=float, default=0.25, help="confidence threshold (objectness * class)")
@@ -288,8 +290,11 @@ def run(args) -> Path:
     run_dir = next_run_dir(args.project, args.name)
     for sub in ("labels", "json"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    if args.augment and is_onnx_path(args.weights) and getattr(model, "input_size", None) is not None:
+        raise ValueError(f"--augment runs the model at other sizes, but {args.weights} takes fixed-size inputs "
+                         f"only; export it with --dynamic")
     settings = InferenceSettings(args.img, args.conf, args.iou, args.max_det, args.square, batch_size=args.batch,
-                                 amp_dtype=amp_dtype(args.amp, ctx.device))
+                                 amp_dtype=amp_dtype(args.amp, ctx.device), augment=args.augment)
     skipped, batch = 0, []
     decoded = decode_ahead([item.path for item in inputs if not item.is_video], args.workers)
     with contextlib.closing(decoded):  # an error stops the decoding threads

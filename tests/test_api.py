@@ -219,3 +219,18 @@ def test_tools_default_to_an_onnx_models_own_size(stand_in_runtime, monkeypatch,
     assert names == ("cat", "dog") and (square, img_size) == ((True, 64) if fixed else (False, 416))
     why = "fixed input size" if fixed else "default for a dynamic ONNX model"
     assert lines == [f"--img-size {img_size}: m.onnx's {why} (--img-size not given)"]
+
+
+def test_augment_in_the_api_and_predict_agree_and_find_the_crowd(shared, tmp_path):
+    cfg, weights = shared("darknet-cfg", "yolov3-tiny.cfg"), shared("weights", "yolov3-tiny.weights")
+    image = shared("data", "coco-tiny", "val2017", "000000005001.jpg")  # a crowd of people
+    plain = Detector.load(weights, cfg, device="cpu", img_size=320)(image)
+    tta = Detector.load(weights, cfg, device="cpu", img_size=320, augment=True)(image)
+    assert tta.labels.count("person") >= plain.labels.count("person") >= 5
+    assert not np.array_equal(tta.scores, plain.scores)  # the extra passes changed what NMS kept
+    args = ["--cfg", str(cfg), "--weights", str(weights), "--source", str(image), "--img-size", "320",
+            "--device", "cpu", "--project", str(tmp_path), "--augment"]
+    assert predict_main(args) == 0
+    predicted = json.loads((tmp_path / "exp" / "json" / f"{image.stem}.json").read_text())["detections"]
+    assert [d["name"] for d in predicted] == tta.labels
+    np.testing.assert_allclose([d["confidence"] for d in predicted], tta.scores, atol=6e-6)

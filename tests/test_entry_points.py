@@ -69,7 +69,7 @@ def test_every_tool_accepts_both_spellings(tool):
         assert _as_value(long_form[batch_attr]) == 4
 
 
-@pytest.mark.parametrize("tool", ["train", "val", "bench val"])
+@pytest.mark.parametrize("tool", ["train", "val", "predict", "bench val"])
 def test_half_is_amp_fp16(tool):
     parse, required, _, _ = TOOLS[tool]
     assert parse(required + ["--half"]).amp == "fp16"
