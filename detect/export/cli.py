@@ -16,23 +16,31 @@ import logging
 import sys
 from pathlib import Path
 
-from detect.darknet.load import load_model
+from detect.darknet.load import check_img_size, load_model
+from detect.darknet.pt_files import trained_img_size
 from detect.data.spec import read_class_names
-from detect.runtime.commands import run_command
+from detect.runtime.commands import DefaultsHelpFormatter, run_command
+from detect.runtime.dist import resolve_device
 from detect.runtime.log import setup_logging
 
 log = logging.getLogger(__name__)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m detect.export", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m detect.export", description=__doc__.split("\n")[0],
+                                formatter_class=DefaultsHelpFormatter)
     p.add_argument("--weights", required=True, help=".pt checkpoint or Darknet .weights")
     p.add_argument("--cfg", help="Darknet .cfg (optional for .pt checkpoints, which carry their cfg)")
     p.add_argument("--format", default="onnx", choices=("onnx", "darknet"))
-    p.add_argument("--output", help="output file (onnx) or path stem (darknet); default: beside --weights")
+    p.add_argument("--output", help="output file (onnx) or path stem (darknet); default: beside --weights, named "
+                                    "by the variant: best.onnx, best-dynamic.onnx, best-b8-fp16-nms.onnx, "
+                                    "best-640.onnx (a size other than the default) ...")
     p.add_argument("--names", help="class names file (one per line) for a .weights file, which has none")
-    p.add_argument("--img-size", "--img", dest="img", type=int, nargs="+", default=[416],
-                   help="input size: one value, or h w")
+    p.add_argument("--img-size", "--img", dest="img", type=int, nargs="+", default=None,
+                   help="input size: one value, or h w; multiples of the model's largest stride (default: the size a "
+                        ".pt was trained at, else the cfg's [net] size)")
+    p.add_argument("--device", default="cpu",
+                   help="where the model is traced: cpu, cuda, cuda:N or auto (the graph runs anywhere either way)")
     shape = p.add_mutually_exclusive_group()
     shape.add_argument("--batch-size", "--batch", dest="batch", type=int, default=1,
                        help="fixed batch size of the graph")
@@ -46,7 +54,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="--nms: every class above --conf gives a row (detect.val's way), not only the best")
     p.add_argument("--opset", type=int, default=18, help="ONNX opset")
     args = p.parse_args(argv)
-    if len(args.img) > 2 or min(args.img) < 1 or args.batch < 1 or args.max_det < 1:
+    if args.img is not None and (len(args.img) > 2 or min(args.img) < 1) or args.batch < 1 or args.max_det < 1:
         p.error(f"--img takes 1 or 2 positive sizes, --batch and --max-det positive integers; got --img "
                 f"{args.img}, --batch {args.batch}, --max-det {args.max_det}")
     if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
@@ -62,28 +70,51 @@ def _output_stem(args) -> Path:
     return stem
 
 
+def onnx_name(stem: Path, args, img_size: tuple[int, int], default_size: int) -> Path:
+    """<stem>.onnx for the plain export at the default size, else the variant in the name, so that exports of
+    one model never overwrite each other: -640 or -480x640, -dynamic or -b<N>, -fp16, -nms."""
+    parts = []
+    if img_size != (default_size, default_size):
+        parts.append(f"{img_size[0]}" if img_size[0] == img_size[1] else f"{img_size[0]}x{img_size[1]}")
+    if args.dynamic:
+        parts.append("dynamic")
+    elif args.batch != 1:
+        parts.append(f"b{args.batch}")
+    parts += ["fp16"] * args.half + ["nms"] * args.nms
+    return stem.with_name(stem.name + "".join(f"-{p}" for p in parts) + ".onnx")
+
+
 def run(args) -> Path:
     setup_logging(0, 1)
-    img_size = (args.img[0], args.img[-1])
-    loaded = load_model(args.cfg, args.weights, img_size=img_size, exact=True)
+    device = resolve_device(args.device, 0)
+    # built at the cfg's own size: the requested one is checked against the strides first (one message)
+    loaded = load_model(args.cfg, args.weights, exact=True)
+    model = loaded.model
+    default_size = trained_img_size(args.weights) or max(model.input_size)
+    if args.img is None:
+        log.info("--img-size %d: %s (give --img-size to export another)", default_size,
+                 "the size the .pt was trained at" if trained_img_size(args.weights) else "the cfg's [net] size")
+    img_size = (args.img[0], args.img[-1]) if args.img else (default_size, default_size)
+    for side in img_size:
+        check_img_size(side, model.max_stride)
     names = read_class_names(args.names) if args.names else loaded.names
-    if names is not None and len(names) != loaded.model.num_classes:
+    if names is not None and len(names) != model.num_classes:
         raise ValueError(f"--names {args.names or args.weights} lists {len(names)} classes but the model predicts "
-                         f"{loaded.model.num_classes}")
+                         f"{model.num_classes}")
     stem = _output_stem(args)
     if args.format == "darknet":
         from .darknet_export import export_darknet
 
-        files = export_darknet(loaded.model, stem, names)
+        files = export_darknet(model, stem, names)
         print(f"Darknet files written: {files.cfg}, {files.weights}" + (f", {files.names}" if files.names else ""))
         return files.weights
     from .onnx_export import OnnxExportOptions, export_onnx
 
-    path = stem if args.output else stem.with_suffix(".onnx")
+    path = stem if args.output else onnx_name(stem, args, img_size, default_size)
     options = OnnxExportOptions(img_size=img_size, batch=args.batch, dynamic=args.dynamic, half=args.half,
                                 nms=args.nms, conf=args.conf, iou=args.iou, max_det=args.max_det,
-                                multi_label=args.multi_label, opset=args.opset)
-    export_onnx(loaded.model, path, options, names)
+                                multi_label=args.multi_label, opset=args.opset, device=str(device))
+    export_onnx(model, path, options, names)
     print(f"ONNX model written: {path}")
     return path
 

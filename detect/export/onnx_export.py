@@ -36,6 +36,7 @@ class OnnxExportOptions:
     batch: int = 1
     dynamic: bool = False
     half: bool = False
+    device: str = "cpu"  # where the model is traced (the graph itself runs anywhere)
     nms: bool = False
     conf: float = 0.25
     iou: float = 0.45
@@ -95,14 +96,14 @@ def export_onnx(model, path, options: OnnxExportOptions, names: list[str] | None
     if h % model.max_stride or w % model.max_stride:
         raise ValueError(f"--img {h}x{w} is not a multiple of the model's largest stride {model.max_stride}")
     dtype = torch.float16 if options.half else torch.float32
-    model = copy.deepcopy(model).cpu().eval()  # the caller's model stays as it was
+    model = copy.deepcopy(model).to(options.device).eval()  # the caller's model stays as it was
     if not model.fused:
         model.fuse()  # in float32, before any conversion to fp16
     model = model.to(dtype)
     module = NmsCandidates(model, options.multi_label).eval() if options.nms else model
     # a dynamic export traces with 2 images: torch.export would fix a size of 1 as a constant
     example_batch = 2 if options.dynamic else options.batch
-    example = torch.rand(example_batch, 3, h, w, generator=torch.Generator().manual_seed(0)).to(dtype)
+    example = torch.rand(example_batch, 3, h, w, generator=torch.Generator().manual_seed(0)).to(options.device, dtype)
     outputs = [BOXES, SCORES] if options.nms else ["output"]
     proto = _run_exporter(module, example, outputs, options, model.max_stride)
     batch = None if options.dynamic else options.batch

@@ -29,7 +29,8 @@ def test_val_dynamic_onnx_rect_matches_pt(tmp_path):
     weights = write_tiny_checkpoint(tmp_path)
     assert export_main(["--weights", str(weights), "--img", "64", "--dynamic"]) == 0
     expected = val.run(val.parse_args(_val_args(spec, weights, tmp_path, "--save-json", "--name", "pt")))
-    got = val.run(val.parse_args(_val_args(spec, tmp_path / "tiny.onnx", tmp_path, "--save-json", "--name", "onnx")))
+    got = val.run(val.parse_args(_val_args(spec, tmp_path / "tiny-dynamic.onnx", tmp_path, "--save-json",
+                                           "--name", "onnx")))
     assert abs(got.map - expected.map) < 1e-3 and abs(got.map50 - expected.map50) < 1e-3
     pt_rows, onnx_rows = _results(tmp_path, "pt"), _results(tmp_path, "onnx")
     assert len(pt_rows) == len(onnx_rows) > 10
@@ -69,3 +70,43 @@ def test_predict_onnx_gives_the_pt_detections(tmp_path):
         record = json.loads((tmp_path / "runs" / "onnx" / "json" / f"{stem}.json").read_text())
         assert {d["name"] for d in record["detections"]} <= {"red", "green", "blue"}
     assert sum(len(np.loadtxt(p, ndmin=2)) for p in (tmp_path / "runs" / "pt" / "labels").glob("*.txt")) > 0
+
+
+def _metadata(path):
+    import onnx
+
+    from detect.export.metadata import OnnxMetadata
+
+    return OnnxMetadata.from_props({p.key: p.value for p in onnx.load(str(path)).metadata_props}, path)
+
+
+def test_export_names_each_variant_and_defaults_to_the_training_size(tmp_path, capsys):
+    import torch
+
+    weights = write_tiny_checkpoint(tmp_path)
+    ckpt = torch.load(weights, weights_only=True)
+    torch.save({**ckpt, "opts": {"img_size": 96}}, weights)  # as best.pt records a run trained at 96
+    assert export_main(["--weights", str(weights)]) == 0
+    assert export_main(["--weights", str(weights), "--dynamic"]) == 0
+    assert export_main(["--weights", str(weights), "--img", "64", "--batch", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "--img-size 96: the size the .pt was trained at" in out
+    assert sorted(p.name for p in tmp_path.glob("*.onnx")) == ["tiny-64-b2.onnx", "tiny-dynamic.onnx", "tiny.onnx"]
+    assert _metadata(tmp_path / "tiny.onnx").input_size == (96, 96)  # not 416, not the cfg's 64
+    assert _metadata(tmp_path / "tiny-dynamic.onnx").input_size is None
+    assert _metadata(tmp_path / "tiny-64-b2.onnx").batch == 2
+
+
+def test_export_refuses_a_size_off_the_stride_and_a_missing_gpu_in_one_line(tmp_path, capsys):
+    import torch
+
+    weights = write_tiny_checkpoint(tmp_path)  # its largest stride is 2
+    assert export_main(["--weights", str(weights), "--img", "63"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --img-size 63 must be a multiple of the model's largest stride 2 (and at least 2): "
+                   "try 62 or 64"]
+    if not torch.cuda.is_available():
+        assert export_main(["--weights", str(weights), "--device", "cuda"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "CUDA is not available" in err[0]
+    assert not list(tmp_path.glob("*.onnx"))
