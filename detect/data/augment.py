@@ -1,7 +1,9 @@
-"""Augmentations with their box transforms: letterbox, mosaic, random affine, HSV jitter, horizontal flip.
+"""Augmentations with their box transforms: letterbox, mosaic (4 or 9 tiles), random affine (with optional
+perspective), mixup, HSV jitter, flips.
 
 Geometry uses continuous corner coordinates (pixel column i spans x in [i, i+1)), the same convention as
-the boxes. A 3x3 matrix M maps input coordinates to output coordinates; `warp` converts it to OpenCV's
+the boxes. A 3x3 matrix M maps input coordinates to output coordinates (homogeneous: a perspective matrix's
+last row is not (0, 0, 1), and points are divided by their third coordinate); `warp` converts it to OpenCV's
 pixel-index convention, so image and boxes move together exactly. Boxes are xyxy float arrays.
 """
 
@@ -59,7 +61,7 @@ def translation(dx: float, dy: float) -> np.ndarray:
 
 def random_affine_matrix(rng: np.random.Generator, in_w: float, in_h: float, out_size: int,
                          cfg: AugmentConfig) -> np.ndarray:
-    """Centre the input on the origin, rotate+zoom, shear, then move to a jittered output centre."""
+    """Centre the input on the origin, perspective, rotate+zoom, shear, then move to a jittered output centre."""
     angle = math.radians(rng.uniform(-cfg.degrees, cfg.degrees))
     zoom = rng.uniform(1 - cfg.scale, 1 + cfg.scale)
     cos, sin = math.cos(angle) * zoom, math.sin(angle) * zoom
@@ -67,11 +69,27 @@ def random_affine_matrix(rng: np.random.Generator, in_w: float, in_h: float, out
     shx, shy = (math.tan(math.radians(rng.uniform(-cfg.shear, cfg.shear))) for _ in range(2))
     shear = np.array([[1, shx, 0], [shy, 1, 0], [0, 0, 1]])
     tx, ty = (rng.uniform(0.5 - cfg.translate, 0.5 + cfg.translate) * out_size for _ in range(2))
-    return translation(tx, ty) @ shear @ rotate @ translation(-in_w / 2, -in_h / 2)
+    matrix = translation(tx, ty) @ shear @ rotate
+    if cfg.perspective > 0:  # drawn last and only when on: the other draws stay what they were without it
+        matrix = matrix @ perspective_matrix(*rng.uniform(-cfg.perspective, cfg.perspective, 2))
+    return matrix @ translation(-in_w / 2, -in_h / 2)
+
+
+def perspective_matrix(px: float, py: float) -> np.ndarray:
+    """(x, y) -> (x, y) / (1 + px x + py y): lines stay lines, and the side towards +(px, py) shrinks."""
+    return np.array([[1, 0, 0], [0, 1, 0], [px, py, 1]], dtype=np.float64)
+
+
+def is_affine(matrix: np.ndarray) -> bool:
+    return matrix[2, 0] == 0 and matrix[2, 1] == 0 and matrix[2, 2] == 1
 
 
 def warp(image: np.ndarray, matrix: np.ndarray, out_size: int) -> np.ndarray:
     """Apply a corner-coordinate matrix with OpenCV (whose matrices act on pixel indices = corners - 0.5)."""
+    if not is_affine(matrix):
+        pixels = translation(-0.5, -0.5) @ matrix @ translation(0.5, 0.5)
+        return cv2.warpPerspective(image, pixels, (out_size, out_size), flags=cv2.INTER_LINEAR,
+                                   borderMode=cv2.BORDER_CONSTANT, borderValue=(PAD_VALUE,) * 3)
     m = matrix[:2].copy()
     m[:, 2] += m[:, :2].sum(1) * 0.5 - 0.5
     return cv2.warpAffine(image, m, (out_size, out_size), flags=cv2.INTER_LINEAR,
@@ -79,8 +97,9 @@ def warp(image: np.ndarray, matrix: np.ndarray, out_size: int) -> np.ndarray:
 
 
 def is_axis_aligned(matrix: np.ndarray) -> bool:
-    """A zoom and a shift only (no rotation, shear or mirror): boxes stay boxes and pixels can be resized."""
-    return matrix[0, 1] == 0 and matrix[1, 0] == 0 and matrix[0, 0] > 0 and matrix[1, 1] > 0
+    """A zoom and a shift only (no rotation, shear, perspective or mirror): boxes stay boxes and pixels can be
+    resized."""
+    return is_affine(matrix) and matrix[0, 1] == 0 and matrix[1, 0] == 0 and matrix[0, 0] > 0 and matrix[1, 1] > 0
 
 
 def _resize_span(shift: float, zoom: float, length: int, out_size: int) -> tuple[int, int, int]:
@@ -126,6 +145,9 @@ def transform_boxes(boxes: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     ys = np.stack([y1, y1, y2, y2], 1)
     tx = matrix[0, 0] * xs + matrix[0, 1] * ys + matrix[0, 2]
     ty = matrix[1, 0] * xs + matrix[1, 1] * ys + matrix[1, 2]
+    if not is_affine(matrix):
+        w = matrix[2, 0] * xs + matrix[2, 1] * ys + matrix[2, 2]
+        tx, ty = tx / w, ty / w
     return np.stack([tx.min(1), ty.min(1), tx.max(1), ty.max(1)], 1)
 
 
@@ -133,15 +155,29 @@ def corners_of(boxes: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """The 4 transformed corners of each box, in order around it: [n, 4, 2]."""
     x1, y1, x2, y2 = boxes.T.astype(np.float64)
     pts = np.stack([np.stack([x1, y1], 1), np.stack([x2, y1], 1), np.stack([x2, y2], 1), np.stack([x1, y2], 1)], 1)
-    return pts @ matrix[:2, :2].T + matrix[:2, 2]
+    moved = pts @ matrix[:2, :2].T + matrix[:2, 2]
+    if is_affine(matrix):
+        return moved
+    return moved / (pts @ matrix[2, :2] + matrix[2, 2])[..., None]
+
+
+def beyond_horizon(boxes: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """Boxes with a corner on or behind a perspective matrix's horizon (no finite image there): [n] bool."""
+    if is_affine(matrix):
+        return np.zeros(len(boxes), dtype=bool)
+    x1, y1, x2, y2 = boxes.T.astype(np.float64)
+    xs, ys = np.stack([x1, x2, x2, x1], 1), np.stack([y1, y1, y2, y2], 1)
+    return (matrix[2, 0] * xs + matrix[2, 1] * ys + matrix[2, 2] <= 1e-6).any(1)
 
 
 def transform_clip_boxes(boxes: np.ndarray, matrix: np.ndarray, size: int) -> np.ndarray:
     """Exact axis-aligned box of (transformed box  intersected with  the [0, size]^2 frame): [n, 4].
 
     A rotated box cut by the frame is not just its clipped bounding box (that would keep a corner of empty
-    frame). The intersection is convex; its vertices are the box corners inside the frame, the frame corners
-    inside the box, and the crossings of box edges with the frame edges. Invisible boxes get zero area.
+    frame). The intersection is convex (a perspective maps the box to a convex quadrilateral too, while it stays
+    before the horizon); its vertices are the box corners inside the frame, the frame corners inside the box,
+    and the crossings of box edges with the frame edges. Invisible boxes get zero area, and so do boxes that
+    reach the horizon.
     """
     if len(boxes) == 0:
         return np.zeros((0, 4))
@@ -167,7 +203,7 @@ def transform_clip_boxes(boxes: np.ndarray, matrix: np.ndarray, size: int) -> np
     points = np.concatenate(candidates, 1)  # [n, 24, 2]
     in_frame = ((points >= -1e-6) & (points <= size + 1e-6)).all(2)
     points = np.where(in_frame[..., None], points, np.nan)
-    visible = in_frame.any(1)
+    visible = in_frame.any(1) & ~beyond_horizon(boxes, matrix)
     out = np.zeros((len(boxes), 4))
     with np.errstate(all="ignore"):
         out[visible] = np.concatenate([np.nanmin(points[visible], 1), np.nanmax(points[visible], 1)], 1)
@@ -208,6 +244,21 @@ def flip_boxes_lr(boxes: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
+def flip_boxes_ud(boxes: np.ndarray, height: int) -> np.ndarray:
+    out = boxes.copy()
+    out[:, 1], out[:, 3] = height - boxes[:, 3], height - boxes[:, 1]
+    return out
+
+
+def mixup(rng: np.random.Generator, image: np.ndarray, boxes: np.ndarray, classes: np.ndarray,
+          other: np.ndarray, other_boxes: np.ndarray, other_classes: np.ndarray):
+    """Blend two samples of one size, `image` weighted r ~ beta(32, 32) (close to 0.5) and `other` 1 - r, and
+    keep the boxes of both. Returns (image, boxes, classes, r)."""
+    ratio = float(rng.beta(32.0, 32.0))
+    blended = cv2.addWeighted(image, ratio, other, 1.0 - ratio, 0.0)
+    return blended, np.concatenate([boxes, other_boxes]), np.concatenate([classes, other_classes]), ratio
+
+
 def mosaic_placements(rng: np.random.Generator, size: int, shapes: list[tuple[int, int]]):
     """Where 4 tiles (h, w) go on a 2S x 2S canvas around a random centre.
 
@@ -224,15 +275,40 @@ def mosaic_placements(rng: np.random.Generator, size: int, shapes: list[tuple[in
         yield slice(y1, y2), slice(x1, x2), slice(y1 - dy, y2 - dy), slice(x1 - dx, x2 - dx), (dx, dy)
 
 
+# (row, column) of the 9 tiles of a 3 x 3 mosaic: the sample's own image in the middle, then the others around it
+NINE_CELLS = ((1, 1), (0, 0), (0, 1), (0, 2), (1, 2), (2, 2), (2, 1), (2, 0), (1, 0))
+
+
+def mosaic9_placements(size: int, shapes: list[tuple[int, int]]):
+    """Where 9 tiles (h, w) go on a 3S x 3S canvas: the first in its middle; the grid's inner lines are that
+    tile's edges, and every other tile touches it (at a corner, or centred along a side) and is cut to its
+    cell, so no tile covers another. Yields what `mosaic_placements` yields.
+    """
+    h0, w0 = shapes[0]
+    left, top = size + (size - w0) // 2, size + (size - h0) // 2
+    xs, ys = (0, left, left + w0, 3 * size), (0, top, top + h0, 3 * size)  # column and row edges
+    for (h, w), (row, col) in zip(shapes, NINE_CELLS):
+        dx = (left - w, left + (w0 - w) // 2, left + w0)[col]
+        dy = (top - h, top + (h0 - h) // 2, top + h0)[row]
+        x1, y1 = max(dx, xs[col]), max(dy, ys[row])
+        x2, y2 = max(min(dx + w, xs[col + 1]), x1), max(min(dy + h, ys[row + 1]), y1)
+        yield slice(y1, y2), slice(x1, x2), slice(y1 - dy, y2 - dy), slice(x1 - dx, x2 - dx), (dx, dy)
+
+
 def build_mosaic(rng: np.random.Generator, size: int, tiles: list[np.ndarray], boxes: list[np.ndarray]):
-    """A 2S x 2S mosaic of 4 tiles: (canvas, visible boxes, full boxes) with boxes in canvas coordinates.
+    """A mosaic of 4 tiles on 2S x 2S or of 9 on 3S x 3S: (canvas, visible boxes, full boxes) with boxes in
+    canvas coordinates.
 
     `visible` is each box cut to its tile's part on the canvas; `full` is the uncut box (for the area ratio).
     """
-    canvas = np.full((2 * size, 2 * size, 3), PAD_VALUE, dtype=np.uint8)
+    if len(tiles) not in (4, 9):
+        raise ValueError(f"a mosaic has 4 or 9 tiles, got {len(tiles)}")
+    shapes = [t.shape[:2] for t in tiles]
+    side = (2 if len(tiles) == 4 else 3) * size
+    places = mosaic_placements(rng, size, shapes) if len(tiles) == 4 else mosaic9_placements(size, shapes)
+    canvas = np.full((side, side, 3), PAD_VALUE, dtype=np.uint8)
     visible, full = [], []
-    for tile, b, (cy, cx, ty, tx, (dx, dy)) in zip(tiles, boxes, mosaic_placements(rng, size,
-                                                                                  [t.shape[:2] for t in tiles])):
+    for tile, b, (cy, cx, ty, tx, (dx, dy)) in zip(tiles, boxes, places):
         canvas[cy, cx] = tile[ty, tx]
         moved = b + np.array([dx, dy, dx, dy], dtype=np.float64)
         full.append(moved)
@@ -244,14 +320,16 @@ def build_mosaic(rng: np.random.Generator, size: int, tiles: list[np.ndarray], b
 
 def geometric_augment(rng: np.random.Generator, images: list[np.ndarray], boxes: list[np.ndarray],
                       classes: list[np.ndarray], size: int, cfg: AugmentConfig):
-    """Mosaic (4 images) or centred single image, then one random affine warp to size x size.
+    """Mosaic (4 or 9 images) or centred single image, then one random affine warp to size x size.
 
     `images` are already resized to a long side of `size`, `boxes` are in their pixels. Returns
     (image, boxes [k,4] float32 xyxy, classes [k], matrix input -> output).
     """
-    if len(images) == 4:
+    if len(images) in (4, 9):
         source, visible, full = build_mosaic(rng, size, images, boxes)
         place, frame = np.eye(3), 2 * size
+        if len(images) == 9:  # the affine centres a random 2S window of the 3S canvas (its centre on the middle tile)
+            place = translation(*(-rng.uniform(0, size, 2)))
     else:
         source, visible = images[0], boxes[0]
         full = visible

@@ -19,9 +19,11 @@ from detect.data.augment import (
     PAD_VALUE,
     augment_hsv,
     flip_boxes_lr,
+    flip_boxes_ud,
     geometric_augment,
     letterbox_place,
     letterbox_resize,
+    mixup,
 )
 from detect.data.augment_config import AugmentConfig
 from detect.data.images import load_image, load_image_for_size, resize_long_side
@@ -54,14 +56,15 @@ def xyxy_to_normalised_cxcywh(boxes: np.ndarray, width: int, height: int) -> np.
     return np.stack([(b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2, b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]], 1)
 
 
-def to_chw_rgb(image_bgr: np.ndarray, flip_lr: bool = False) -> torch.Tensor:
-    """One copy does the channel swap, the optional flip and the HWC -> CHW transpose."""
-    view = image_bgr[:, ::-1, ::-1] if flip_lr else image_bgr[:, :, ::-1]
+def to_chw_rgb(image_bgr: np.ndarray, flip_lr: bool = False, flip_ud: bool = False) -> torch.Tensor:
+    """One copy does the channel swap, the optional flips and the HWC -> CHW transpose."""
+    view = image_bgr[::-1 if flip_ud else 1, ::-1 if flip_lr else 1, ::-1]
     return torch.from_numpy(np.ascontiguousarray(view.transpose(2, 0, 1)))
 
 
 class TrainDataset(Dataset):
-    """Mosaic (probability `mosaic`) or a centred single image, then affine, HSV and flip, at `img_size`."""
+    """Mosaic (probability `mosaic`; of those, 9 tiles with probability `mosaic9`) or a centred single image, then
+    affine (and perspective), mixup with a second such sample (probability `mixup`), HSV and flips, at `img_size`."""
 
     def __init__(self, source: DatasetSource, img_size: int, augment: AugmentConfig, seed: int = 0,
                  buffer_images: int = 0, epochs: int | None = None, image_cache=None):
@@ -119,21 +122,39 @@ class TrainDataset(Dataset):
                       f" has the data folder or its mount gone away?")
 
     def _sample(self, epoch: int, index: int, batch):
+        # Every draw comes from this one generator, in a fixed order, and a draw for an augmentation that is off
+        # is not made (so a new key at 0 leaves the samples of earlier runs as they were).
         rng = np.random.default_rng([self.seed, int(epoch), int(index)])
         s, cfg = self.img_size, self.augment
-        use_mosaic = cfg.mosaic > 0 and rng.random() < cfg.mosaic
-        use_mosaic &= self.mosaic_epochs is None or int(epoch) < self.mosaic_epochs
+        mosaic_epoch = self.mosaic_epochs is None or int(epoch) < self.mosaic_epochs
         pool = batch if batch else range(len(self.records))
-        indices = [index, *(pool[j] for j in rng.integers(0, len(pool), 3))] if use_mosaic else [index]
+        out, boxes, classes = self._geometry(rng, index, pool, mosaic_epoch)
+        if mosaic_epoch and cfg.mixup > 0 and rng.random() < cfg.mixup:
+            # the second sample is made like the first (its own mosaic draw), from the same pool
+            partner = self._geometry(rng, pool[int(rng.integers(0, len(pool)))], pool, mosaic_epoch)
+            out, boxes, classes, _ = mixup(rng, out, boxes, classes, *partner)
+        augment_hsv(out, rng, cfg)
+        flip_lr = cfg.fliplr > 0 and rng.random() < cfg.fliplr
+        flip_ud = cfg.flipud > 0 and rng.random() < cfg.flipud
+        if flip_lr:
+            boxes = flip_boxes_lr(boxes, s)
+        if flip_ud:
+            boxes = flip_boxes_ud(boxes, s)
+        labels = np.concatenate([classes[:, None].astype(np.float32), xyxy_to_normalised_cxcywh(boxes, s, s)], 1)
+        return to_chw_rgb(out, flip_lr, flip_ud), torch.from_numpy(labels), self.records[index].path
+
+    def _geometry(self, rng: np.random.Generator, index: int, pool, mosaic_epoch: bool):
+        """Image `index` alone or in a mosaic of 4 or 9 with partners from `pool`, warped: (image, boxes, classes)."""
+        cfg = self.augment
+        use_mosaic = cfg.mosaic > 0 and rng.random() < cfg.mosaic
+        use_mosaic &= mosaic_epoch
+        nine = use_mosaic and cfg.mosaic9 > 0 and rng.random() < cfg.mosaic9
+        partners = (8 if nine else 3) if use_mosaic else 0
+        indices = [index, *(pool[j] for j in rng.integers(0, len(pool), partners))] if partners else [index]
         images, boxes = zip(*(self.load_resized(i) for i in indices))
         classes = [self.records[i].classes for i in indices]
-        out, boxes, classes, _ = geometric_augment(rng, list(images), list(boxes), classes, s, cfg)
-        augment_hsv(out, rng, cfg)
-        flip = cfg.fliplr > 0 and rng.random() < cfg.fliplr
-        if flip:
-            boxes = flip_boxes_lr(boxes, s)
-        labels = np.concatenate([classes[:, None].astype(np.float32), xyxy_to_normalised_cxcywh(boxes, s, s)], 1)
-        return to_chw_rgb(out, flip), torch.from_numpy(labels), self.records[index].path
+        out, boxes, classes, _ = geometric_augment(rng, list(images), list(boxes), classes, self.img_size, cfg)
+        return out, boxes, classes
 
 
 class EvalDataset(Dataset):
