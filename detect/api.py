@@ -5,6 +5,9 @@
     for det in detector(["a.jpg", "b.jpg"]):      # one Detections per image
         print(det.to_dicts())                       # boxes in the image's own pixels, with class names
     det = detector(frame_bgr)                       # one HxWx3 array (BGR like OpenCV; rgb=True for RGB)
+    with detector.stream("rtsp://camera/live") as frames:   # or 0 (a webcam), http(s):// MJPEG, a video file
+        for frame, det in frames: ...                       # the newest frame each time; frames.stats at the end
+    Detector.load(..., slice_size=640)              # sliced inference: small objects in large images
 
 The weights are a training checkpoint or `.pt` (which carries its cfg and names), Darknet `.weights` with
 their cfg, or an ONNX file (through `detect.export.runtime`). Images are letterboxed exactly as
