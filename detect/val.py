@@ -156,24 +156,24 @@ def run(args) -> EvalResult:
         # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
         source = open_checked_split(args.data, args.split, model.num_classes, args.weights, args.strict,
                                     args.cache_dir)
-        evaluator = CocoEvaluator(source, args.conf, args.iou, args.max_det, multi_label=not args.single_label,
-                                  merge=not args.no_merge, backend=args.coco_backend, metric=args.metric)
-        if args.augment:
-            from detect.ops.tta import AugmentedModel
-
-            if is_onnx_path(args.weights) and model.input_size is not None:
-                raise ValueError(f"--augment runs the model at other sizes, but {args.weights} takes "
-                                 f"{model.input_size[0]}x{model.input_size[1]} inputs only; export it with --dynamic")
-
-            model = AugmentedModel(model, model.max_stride)
-        if args.slice is not None:
-            result = evaluate_sliced(model, source, evaluator, args, ctx)
-        else:
+        if args.slice is None:
             from detect.data.loader import build_eval_loader
 
             loader = build_eval_loader(source, args.split, args.img, args.batch, args.workers, model.max_stride,
                                        ctx.rank, ctx.world_size, rect=not args.square, cache_dir=args.cache_dir,
                                        cache=args.cache)
+        evaluator = CocoEvaluator(source, args.conf, args.iou, args.max_det, multi_label=not args.single_label,
+                                  merge=not args.no_merge, backend=args.coco_backend, metric=args.metric)
+        if args.augment and is_onnx_path(args.weights) and model.input_size is not None:
+            raise ValueError(f"--augment runs the model at other sizes, but {args.weights} takes "
+                             f"{model.input_size[0]}x{model.input_size[1]} inputs only; export it with --dynamic")
+        if args.slice is not None:  # detect_images augments each tile and image itself (InferenceSettings.augment)
+            result = evaluate_sliced(model, source, evaluator, args, ctx)
+        else:
+            if args.augment:
+                from detect.ops.tta import AugmentedModel
+
+                model = AugmentedModel(model, model.max_stride)
             result = evaluate(model, loader, evaluator, ctx.device, amp_dtype=amp_dtype(args.amp, ctx.device),
                               channels_last=uses_channels_last(ctx.device))
         run_dir = dist.broadcast_object(next_run_dir(args.project, args.name) if ctx.is_main else None)
@@ -198,9 +198,9 @@ def evaluate_sliced(model, source, evaluator: CocoEvaluator, args, ctx) -> EvalR
     from detect.ops.slicing import needs_tiles, tile_grid
 
     settings = InferenceSettings(args.img, args.conf, args.iou, args.max_det, args.square, batch_size=args.batch,
-                                 amp_dtype=amp_dtype(args.amp, ctx.device), slice_size=args.slice,
-                                 slice_overlap=args.overlap, multi_label=not args.single_label,
-                                 merge=not args.no_merge)
+                                 amp_dtype=amp_dtype(args.amp, ctx.device), augment=args.augment,
+                                 slice_size=args.slice, slice_overlap=args.overlap,
+                                 multi_label=not args.single_label, merge=not args.no_merge)
     evaluator.reset()
     tiles = 0
     for record in source.records[ctx.rank::ctx.world_size]:

@@ -321,3 +321,4 @@ def test_val_slice_runs_every_tile_and_without_tiles_equals_the_loaders_figures(
     assert sliced.rows.shape != whole.rows.shape or not np.array_equal(sliced.rows, whole.rows)  # tiles' boxes
     metrics = json.loads((tmp_path / "runs" / "exp3" / "metrics.json").read_text())
     assert metrics["args"]["slice"] == 32 and metrics["args"]["overlap"] == 0.2
+    assert main(_val_args(spec, weights, tmp_path, "--slice", "32", "--augment")) == 0  # each tile augmented

@@ -82,6 +82,8 @@ def describe(source) -> str:
     """The source for messages: `webcam 0`, a URL without its password, or the path."""
     if is_webcam(source):
         return f"webcam {int(source)}"
+    if not is_stream(source):
+        return str(source)
     parts = urlsplit(str(source))
     if parts.password is not None:
         parts = parts._replace(netloc=f"{parts.username}:***@{parts.netloc.rpartition('@')[2]}")
