@@ -38,7 +38,13 @@ from detect.ops.slicing import DEFAULT_OVERLAP, check_slice, merge_tiles, needs_
 from detect.ops.tta import AugmentedModel
 from detect.runtime.dist import resolve_device
 from detect.runtime.precision import autocast
-from detect.streams.reader import DEFAULT_RETRIES, DEFAULT_RETRY_WAIT_S, DEFAULT_TIMEOUT_S, open_stream
+from detect.streams.reader import (
+    DEFAULT_RETRIES,
+    DEFAULT_RETRY_WAIT_S,
+    DEFAULT_TIMEOUT_S,
+    FrameStream,
+    open_stream,
+)
 
 log = logging.getLogger(__name__)
 
@@ -213,44 +219,15 @@ class Detector:
         return found if batch else found[0]
 
     def stream(self, source, *, live: bool | None = None, retries: int = DEFAULT_RETRIES,
-               retry_wait_s: float = DEFAULT_RETRY_WAIT_S, timeout_s: float = DEFAULT_TIMEOUT_S) -> DetectionStream:
+               retry_wait_s: float = DEFAULT_RETRY_WAIT_S, timeout_s: float = DEFAULT_TIMEOUT_S) -> FrameStream:
         """Detections on every frame the model gets to of a webcam index, a URL (rtsp://, http(s):// video or
         MJPEG) or a video file: `with detector.stream(url) as frames: for frame, found in frames: ...`, then
         `frames.stats` (read, processed, dropped, reconnects). A live source's frames are read on a thread and
         the newest wins (none queue up while the model works); a file's are all processed. A stream that stops
         is reopened `retries` times, `retry_wait_s` apart (detect.streams.reader). StreamError (a ValueError)
         when the source cannot be opened."""
-        return DetectionStream(self, open_stream(source, live=live, retries=retries, retry_wait_s=retry_wait_s,
-                                                 timeout_s=timeout_s))
-
-
-class DetectionStream:
-    """(frame BGR, Detections) per frame of a FrameReader (`Detector.stream`); `index` is the source's number of
-    the last frame given (dropped frames leave gaps), `stats` the reader's counts. Closing (the `with` block's
-    end, the loop's end, or `close()`) stops the reader thread."""
-
-    def __init__(self, detector: Detector, reader):
-        self.detector, self.reader, self.index = detector, reader, -1
-
-    @property
-    def stats(self):
-        return self.reader.stats
-
-    def __iter__(self):
-        try:
-            for self.index, frame in self.reader:
-                yield frame, self.detector(frame)
-        finally:
-            self.reader.close()
-
-    def close(self) -> None:
-        self.reader.close()
-
-    def __enter__(self) -> DetectionStream:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        return FrameStream(open_stream(source, live=live, retries=retries, retry_wait_s=retry_wait_s,
+                                       timeout_s=timeout_s), self)
 
 
 def add_slice_flags(parser) -> None:

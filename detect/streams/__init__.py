@@ -6,6 +6,7 @@ from detect.runtime.lazy import lazy_exports
 
 _HOMES = {
     "FrameReader": "detect.streams.reader",
+    "FrameStream": "detect.streams.reader",
     "StreamError": "detect.streams.reader",
     "StreamStats": "detect.streams.reader",
     "is_stream": "detect.streams.reader",

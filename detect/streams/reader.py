@@ -221,6 +221,35 @@ class FrameReader:
         self.close()
 
 
+class FrameStream:
+    """(frame, process(frame)) per frame of a FrameReader (`Detector.stream`: process is the detector); `index` is
+    the source's number of the last frame given (dropped frames leave gaps), `stats` the reader's counts. Closing
+    (the `with` block's end, the loop's end, or `close()`) stops the reader thread."""
+
+    def __init__(self, reader: FrameReader, process):
+        self.reader, self.process, self.index = reader, process, -1
+
+    @property
+    def stats(self) -> StreamStats:
+        return self.reader.stats
+
+    def __iter__(self):
+        try:
+            for self.index, frame in self.reader:
+                yield frame, self.process(frame)
+        finally:
+            self.reader.close()
+
+    def close(self) -> None:
+        self.reader.close()
+
+    def __enter__(self) -> FrameStream:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def open_stream(source, *, live: bool | None = None, retries: int = DEFAULT_RETRIES,
                 retry_wait_s: float = DEFAULT_RETRY_WAIT_S, timeout_s: float = DEFAULT_TIMEOUT_S) -> FrameReader:
     """A started FrameReader of `source`; `live` None: `is_live(source)`. StreamError when it cannot be opened."""
