@@ -5,6 +5,9 @@
     for det in detector(["a.jpg", "b.jpg"]):      # one Detections per image
         print(det.to_dicts())                       # boxes in the image's own pixels, with class names
     det = detector(frame_bgr)                       # one HxWx3 array (BGR like OpenCV; rgb=True for RGB)
+    with detector.stream("rtsp://camera/live") as frames:   # or 0 (a webcam), http(s):// MJPEG, a video file
+        for frame, det in frames: ...                       # the newest frame each time; frames.stats at the end
+    Detector.load(..., slice_size=640)              # sliced inference: small objects in large images
 
 The weights are a training checkpoint or `.pt` (which carries its cfg and names), Darknet `.weights` with
 their cfg, or an ONNX file (through `detect.export.runtime`). Images are letterboxed exactly as
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,9 +34,17 @@ from detect.data.images import BadImage, read_image
 from detect.data.spec import read_class_names
 from detect.evaluation.postprocess import non_max_suppression, scale_to_original
 from detect.ops.preprocess import to_model_input
+from detect.ops.slicing import DEFAULT_OVERLAP, check_slice, merge_tiles, needs_tiles, tile_grid
 from detect.ops.tta import AugmentedModel
 from detect.runtime.dist import resolve_device
 from detect.runtime.precision import autocast
+from detect.streams.reader import (
+    DEFAULT_RETRIES,
+    DEFAULT_RETRY_WAIT_S,
+    DEFAULT_TIMEOUT_S,
+    FrameStream,
+    open_stream,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +64,10 @@ class InferenceSettings:
     batch_size: int = 16  # images per forward pass at most
     amp_dtype: torch.dtype | None = None  # autocast dtype of the forward pass on CUDA (ignored on the CPU)
     augment: bool = False  # test-time augmentation (detect.ops.tta): three passes per image, one NMS
+    slice_size: int | None = None  # sliced inference (detect.ops.slicing): tiles of this many pixels + the image
+    slice_overlap: float = DEFAULT_OVERLAP  # neighbouring tiles overlap by at least this fraction of a tile
+    multi_label: bool = False  # NMS keeps every class above conf for a box (detect.val's default), not the best
+    merge: bool = False  # merge-NMS (detect.val's default): a kept box is the weighted mean of its cluster
 
 
 def canvas_shape(width: int, height: int, settings: InferenceSettings, stride: int) -> tuple[int, int]:
@@ -74,7 +89,11 @@ def model_input(image_bgr: np.ndarray, settings: InferenceSettings, stride: int)
 
 def detect_images(model, images_bgr: list[np.ndarray], settings: InferenceSettings, device) -> list[torch.Tensor]:
     """Per image, rows (x1, y1, x2, y2, score, class) in the image's own pixels, on the CPU. Images that share
-    a canvas shape run in one batch (up to settings.batch_size); a batch gives each image what it gets alone."""
+    a canvas shape run in one batch (up to settings.batch_size); a batch gives each image what it gets alone.
+    With `settings.slice_size`, each image's tiles run too (as images of their own, batched with the others)
+    and are merged with the whole-image pass (detect.ops.slicing)."""
+    if settings.slice_size is not None:
+        return _detect_sliced(model, images_bgr, settings, device)
     stride = model.max_stride
     if settings.augment:
         model = AugmentedModel(model, stride)
@@ -93,12 +112,29 @@ def detect_images(model, images_bgr: list[np.ndarray], settings: InferenceSettin
                 with autocast(device, settings.amp_dtype):
                     rows = model(x).float()  # boxes and scores in float32 whatever the autocast dtype
                 dets = non_max_suppression(rows, settings.conf, settings.iou, settings.max_det,
-                                           multi_label=False)
+                                           multi_label=settings.multi_label, merge=settings.merge)
             for i, det in zip(chunk, dets):
                 _, ratio, pad = prepared[i]
                 boxes = scale_to_original(det, ratio, pad, images_bgr[i].shape[:2])
                 results[i] = torch.cat((boxes, det[:, 4:6]), dim=1).cpu()
     return results
+
+
+def _detect_sliced(model, images_bgr: list[np.ndarray], settings: InferenceSettings, device) -> list[torch.Tensor]:
+    """detect_images over every image and every tile of it at once, then each image's tiles merged into it."""
+    size, overlap = settings.slice_size, settings.slice_overlap
+    grids = [tile_grid(w, h, size, overlap) if needs_tiles(w, h, size) else []
+             for h, w in (image.shape[:2] for image in images_bgr)]
+    crops = [np.ascontiguousarray(image[y1:y2, x1:x2])
+             for image, grid in zip(images_bgr, grids) for x1, y1, x2, y2 in grid]
+    rows = detect_images(model, list(images_bgr) + crops, replace(settings, slice_size=None), device)
+    merged, at = [], len(images_bgr)
+    for image, whole, grid in zip(images_bgr, rows, grids):
+        h, w = image.shape[:2]
+        tiles = rows[at:at + len(grid)]
+        at += len(grid)
+        merged.append(merge_tiles(whole, tiles, grid, w, h, settings.iou, settings.max_det) if grid else whole)
+    return merged
 
 
 @dataclass(frozen=True)
@@ -141,14 +177,19 @@ class Detector:
     @classmethod
     def load(cls, weights, cfg=None, *, names: list[str] | None = None, device: str = "auto",
              img_size: int | None = None, conf: float = 0.25, iou: float = 0.45, max_det: int = 300,
-             square: bool = False, batch_size: int = 16, augment: bool = False) -> Detector:
+             square: bool = False, batch_size: int = 16, augment: bool = False, slice_size: int | None = None,
+             slice_overlap: float = DEFAULT_OVERLAP) -> Detector:
         """`weights`: a `.pt` checkpoint (cfg and names inside), Darknet `.weights` (give `cfg`) or `.onnx`.
         `names` override the class names the file carries (default: theirs; else COCO's for an 80-class
         model, else "0", "1", ...; logged once).
         `img_size`: long side of the input, a multiple of the model's largest stride (default: the size a
         `.pt` was trained at, else the cfg's [net] size; a fixed-size ONNX model's own; logged once).
-        `augment`: test-time augmentation (detect.ops.tta; not for a fixed-size ONNX model)."""
+        `augment`: test-time augmentation (detect.ops.tta; not for a fixed-size ONNX model).
+        `slice_size`: sliced inference for small objects (detect.ops.slicing): tiles of this many pixels,
+        overlapping by at least `slice_overlap` of a tile, each run at `img_size`, merged with the whole image."""
         _check_settings(img_size, conf, iou, max_det, batch_size)
+        if slice_size is not None:
+            check_slice(slice_size, slice_overlap, "slice_size", "slice_overlap")
         resolved = resolve_device(device, 0)
         if is_onnx_path(weights):
             model, carried, fixed = _load_onnx(weights, resolved, img_size)
@@ -166,7 +207,8 @@ class Detector:
         if len(names) != model.num_classes:
             raise ValueError(f"{len(names)} class names were given but {weights} predicts {model.num_classes} "
                              f"classes; give the names the weights were trained with")
-        settings = InferenceSettings(img_size, conf, iou, max_det, square, fixed, batch_size, augment=augment)
+        settings = InferenceSettings(img_size, conf, iou, max_det, square, fixed, batch_size, augment=augment,
+                                     slice_size=slice_size, slice_overlap=slice_overlap)
         return cls(model, names, settings, resolved)
 
     def __call__(self, images, rgb: bool = False):
@@ -175,6 +217,39 @@ class Detector:
         rows = detect_images(self.model, arrays, self.settings, self.device)
         found = [Detections.from_rows(r, self.names) for r in rows]
         return found if batch else found[0]
+
+    def stream(self, source, *, live: bool | None = None, retries: int = DEFAULT_RETRIES,
+               retry_wait_s: float = DEFAULT_RETRY_WAIT_S, timeout_s: float = DEFAULT_TIMEOUT_S) -> FrameStream:
+        """Detections on every frame the model gets to of a webcam index, a URL (rtsp://, http(s):// video or
+        MJPEG) or a video file: `with detector.stream(url) as frames: for frame, found in frames: ...`, then
+        `frames.stats` (read, processed, dropped, reconnects). A live source's frames are read on a thread and
+        the newest wins (none queue up while the model works); a file's are all processed. A stream that stops
+        is reopened `retries` times, `retry_wait_s` apart (detect.streams.reader). StreamError (a ValueError)
+        when the source cannot be opened."""
+        return FrameStream(open_stream(source, live=live, retries=retries, retry_wait_s=retry_wait_s,
+                                       timeout_s=timeout_s), self)
+
+
+def add_slice_flags(parser) -> None:
+    """--slice SIZE and --overlap F of detect.predict and detect.val (sliced inference), checked as they parse."""
+
+    def number(kind, name: str, low: float, high: float):
+        def parse(text: str):
+            value = kind(text)
+            if not low <= value < high:
+                raise ValueError
+            return value
+        parse.__name__ = name  # argparse's message: invalid <name> value: '...'
+        return parse
+
+    parser.add_argument("--slice", type=number(int, "tile size (a positive number of pixels)", 1, float("inf")),
+                        default=None, metavar="SIZE",
+                        help="sliced inference for small objects in large images: tiles of SIZE pixels, each run at "
+                             "--img-size, plus the whole image; boxes mapped back and merged by class-wise NMS")
+    parser.add_argument("--overlap", type=number(float, "overlap (a fraction in [0, 1))", 0, 1),
+                        default=DEFAULT_OVERLAP, metavar="F",
+                        help=f"with --slice: neighbouring tiles overlap by at least this fraction of SIZE "
+                             f"(default {DEFAULT_OVERLAP})")
 
 
 def _check_settings(img_size, conf, iou, max_det, batch_size) -> None:

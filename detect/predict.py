@@ -1,7 +1,8 @@
-"""`python -m detect.predict`: detect objects in images, folders, globs or videos and save what was found.
+"""`python -m detect.predict`: detect objects in images, folders, globs, videos or streams and save what was found.
 
     python -m detect.predict --cfg cfg/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights \\
         --source photos/ --names cfg/coco.names
+    python -m detect.predict ... --source rtsp://camera/live     # or 0 (a webcam), http(s):// video or MJPEG
 
 Writes to runs/predict/<name>: per image an annotated copy under the image's own file name, labels/<stem>.txt
 (YOLO format: class cx cy w h confidence, normalised to the image) and json/<stem>.json (boxes in pixels); per
@@ -11,6 +12,9 @@ frame 3 of a video clip.mp4) are each named by their whole file name instead (la
 labels/a.png.txt; labels/clip_3.jpg.txt, clip.mp4.mp4, labels/clip.mp4_3.txt). A folder's sub-folders are
 searched with --recursive only; outputs mirror the path below --source (x/a.jpg -> x/a.jpg, labels/x/a.txt,
 json/x/a.json), and for a glob the path below its last folder without a wildcard.
+A stream (a webcam index, rtsp://, http(s):// ...) is written like a video named webcam<N> or by the URL's last
+path stem; frame numbers count the source's frames, so frames dropped while the model was busy leave gaps.
+Ctrl-C stops cleanly: every frame or image is written whole or not at all, and the video is closed playable.
 """
 
 from __future__ import annotations
@@ -37,18 +41,34 @@ import cv2
 import numpy as np
 import torch
 
-from detect.api import InferenceSettings, default_names, detect_images, is_onnx_path, load_tool_model
+from detect.api import (
+    InferenceSettings,
+    add_slice_flags,
+    default_names,
+    detect_images,
+    is_onnx_path,
+    load_tool_model,
+)
 from detect.data.images import IMAGE_SUFFIXES, BadImage, read_image
 from detect.data.spec import read_class_names
 from detect.runtime import dist
 from detect.runtime.commands import run_command
 from detect.runtime.files import atomic_write_bytes, atomic_write_text
+from detect.runtime.interrupts import deferred_interrupt
 from detect.runtime.log import setup_logging
 from detect.runtime.precision import AMP_DTYPES, amp_dtype
 from detect.runtime.runs import next_run_dir
+from detect.streams.reader import (
+    DEFAULT_RETRIES,
+    DEFAULT_RETRY_WAIT_S,
+    VIDEO_SUFFIXES,
+    FrameReader,
+    is_stream,
+    open_stream,
+    source_stem,
+)
 
 log = logging.getLogger("detect.predict")  # not __name__: under `python -m` that is __main__, outside `detect`
-VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg")
 MEDIA_SUFFIXES = IMAGE_SUFFIXES + VIDEO_SUFFIXES
 _FRAME_NAME = re.compile(r"(.+)_\d+")  # <video output name>_<frame>
 
@@ -59,7 +79,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cfg", help="Darknet .cfg (optional for .pt checkpoints, which carry their cfg)")
     p.add_argument("--weights", required=True, help=".weights, .pt checkpoint or .onnx (detect.export)")
-    p.add_argument("--source", required=True, help="an image, a folder, a glob pattern or a video file")
+    p.add_argument("--source", required=True,
+                   help="an image, a folder, a glob pattern, a video file, a webcam index (0) or a stream URL as "
+                        "OpenCV opens it (rtsp://, http(s):// video or MJPEG); a live stream is read on a thread "
+                        "and the newest frame wins (frames that arrive while the model is busy are dropped and "
+                        "counted), a file's frames are all processed")
     p.add_argument("--recursive", action="store_true",
                    help="search a --source folder's sub-folders too (default off: only the files directly in "
                         "it; the sub-folders left out are counted in the log); outputs mirror the sub-paths")
@@ -72,6 +96,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "rect canvas (long side at --img-size, half a stride of border)")
     p.add_argument("--augment", action="store_true",
                    help="test-time augmentation, as detect.val --augment (three passes per image, one NMS)")
+    add_slice_flags(p)
+    p.add_argument("--retries", type=int, default=DEFAULT_RETRIES,
+                   help=f"a live stream that stops is reopened this many times before it ends (default "
+                        f"{DEFAULT_RETRIES}; a frame read resets the count)")
+    p.add_argument("--retry-wait", type=float, default=DEFAULT_RETRY_WAIT_S, metavar="SECONDS",
+                   help=f"seconds between reconnection tries (default {DEFAULT_RETRY_WAIT_S:g})")
     p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=1,
                    help="images per forward pass (images of one canvas shape are batched; video: 1 frame)")
     p.add_argument("--conf", type=float, default=0.25, help="confidence threshold (objectness * class)")
@@ -95,6 +125,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"--workers must be 0 or more, got {args.workers}")
     if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
         p.error(f"--conf must be in [0, 1) and --iou in [0, 1], got {args.conf} and {args.iou}")
+    if args.retries < 0 or args.retry_wait < 0:
+        p.error(f"--retries and --retry-wait must be 0 or more, got {args.retries} and {args.retry_wait}")
     return args
 
 
@@ -185,13 +217,6 @@ def output_names(relative: list[str]) -> list[str]:
 
 class UnreadableSource(ValueError):
     """An image or video that cannot be decoded: skipped, and counted in the summary."""
-
-
-def open_video(path: Path) -> cv2.VideoCapture:
-    capture = cv2.VideoCapture(str(path))
-    if not capture.isOpened():
-        raise UnreadableSource(f"{path}: OpenCV cannot open this video")
-    return capture
 
 
 def detect(model, image_bgr: np.ndarray, img_size: int, device, conf: float, iou: float,
@@ -286,15 +311,37 @@ def run(args) -> Path:
     if len(names) != model.num_classes:
         raise ValueError(f"--names {args.names} lists {len(names)} classes but the model predicts "
                          f"{model.num_classes}; give the names the weights were trained with")
-    inputs = list_sources(args.source, args.recursive)
-    run_dir = next_run_dir(args.project, args.name)
-    for sub in ("labels", "json"):
-        (run_dir / sub).mkdir(parents=True, exist_ok=True)
     if args.augment and is_onnx_path(args.weights) and getattr(model, "input_size", None) is not None:
         raise ValueError(f"--augment runs the model at other sizes, but {args.weights} takes fixed-size inputs "
                          f"only; export it with --dynamic")
     settings = InferenceSettings(args.img, args.conf, args.iou, args.max_det, args.square, batch_size=args.batch,
-                                 amp_dtype=amp_dtype(args.amp, ctx.device), augment=args.augment)
+                                 amp_dtype=amp_dtype(args.amp, ctx.device), augment=args.augment,
+                                 slice_size=args.slice, slice_overlap=args.overlap)
+    # the source is opened (a stream) or listed (files) before the run folder exists: a typo leaves none behind
+    stream = open_stream(args.source, retries=args.retries, retry_wait_s=args.retry_wait) \
+        if is_stream(args.source) else None
+    inputs = list_sources(args.source, args.recursive) if stream is None else []
+    run_dir = next_run_dir(args.project, args.name)
+    for sub in ("labels", "json"):
+        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    try:
+        if stream is not None:
+            if predict_frames(model, stream, source_stem(args.source), names, run_dir, settings, ctx.device,
+                              "stream") == 0:
+                raise ValueError(f"--source {stream.name}: no frame could be read from the stream")
+        else:
+            predict_files(model, inputs, names, run_dir, settings, ctx.device, args)
+    except KeyboardInterrupt:
+        print(f"interrupted (Ctrl-C): what was written so far is in {run_dir}")
+        raise
+    print(f"results written to {run_dir}")
+    return run_dir
+
+
+def predict_files(model, inputs: list[Input], names, run_dir: Path, settings: InferenceSettings, device,
+                  args) -> None:
+    """Images in batches of args.batch (decoded ahead on args.workers threads) and videos frame by frame; a file
+    that cannot be read is skipped and counted, and a source none of whose files can be read is an error."""
     skipped, batch = 0, []
     decoded = decode_ahead([item.path for item in inputs if not item.is_video], args.workers)
     with contextlib.closing(decoded):  # an error stops the decoding threads
@@ -303,13 +350,13 @@ def run(args) -> Path:
             if not item.is_video:
                 batch.append((item, label, next(decoded)[1]))
                 if len(batch) == args.batch or i == len(inputs):
-                    skipped += predict_images(model, batch, names, run_dir, settings, ctx.device)
+                    skipped += predict_images(model, batch, names, run_dir, settings, device)
                     batch = []
                 continue
-            skipped += predict_images(model, batch, names, run_dir, settings, ctx.device)
+            skipped += predict_images(model, batch, names, run_dir, settings, device)
             batch = []
             try:
-                predict_video(model, item, names, run_dir, settings, ctx.device, f"video {label}")
+                predict_video(model, item, names, run_dir, settings, device, f"video {label}")
             except UnreadableSource as e:
                 log.warning("skipped %s", e)
                 skipped += 1
@@ -317,8 +364,6 @@ def run(args) -> Path:
         raise ValueError(f"--source {args.source}: none of its {len(inputs)} file(s) could be read (see above)")
     if skipped:
         print(f"{len(inputs) - skipped} of {len(inputs)} files processed; {skipped} skipped (could not be read)")
-    print(f"results written to {run_dir}")
-    return run_dir
 
 
 def predict_images(model, images: list[tuple[Input, str, np.ndarray | BadImage]], names, run_dir: Path,
@@ -336,46 +381,67 @@ def predict_images(model, images: list[tuple[Input, str, np.ndarray | BadImage]]
     found = detect_images(model, [image for _, _, image in readable], settings, device) if readable else []
     elapsed = (time.perf_counter() - tick) * 1000 / max(len(readable), 1)
     for (item, label, image), det in zip(readable, found):
-        write_image(run_dir / item.relative, draw(image, det, names))
-        save_results(det, names, image.shape, item.output, run_dir, str(item.path))
+        with deferred_interrupt():  # Ctrl-C: an image's three outputs are written whole or not at all
+            write_image(run_dir / item.relative, draw(image, det, names))
+            save_results(det, names, image.shape, item.output, run_dir, str(item.path))
         print(f"image {label} {item.path}: {summary(det, names)} ({elapsed:.1f} ms)")
     return len(images) - len(readable)
 
 
 def predict_video(model, item: Input, names, run_dir: Path, settings: InferenceSettings, device,
                   label: str) -> None:
-    """Annotate every frame into run_dir/<output>.mp4; txt and json per frame (<output>_<frame>)."""
-    path = item.path
-    capture = open_video(path)
-    fps = capture.get(cv2.CAP_PROP_FPS) or 25.0
-    writer, index = None, 0
+    """Every frame of a video file (decoded ahead on a thread) into run_dir/<output>.mp4, txt and json."""
     try:
-        while True:
-            ok, frame = capture.read()
-            if not ok:
-                break
+        reader = FrameReader(item.path, live=False)
+    except ValueError as e:
+        raise UnreadableSource(str(e)) from None
+    if predict_frames(model, reader, item.output, names, run_dir, settings, device, label) == 0:
+        raise UnreadableSource(f"{item.path}: the video has no readable frame")
+
+
+def predict_frames(model, reader: FrameReader, output: str, names, run_dir: Path, settings: InferenceSettings,
+                   device, label: str) -> int:
+    """Annotate the frames `reader` gives into run_dir/<output>.mp4, with labels/<output>_<index>.txt and
+    json/<output>_<index>.json per frame (index: the frame's number in the source); returns the frames written.
+    The reader is closed and the video finished at the end, on an error and on Ctrl-C alike, and the counts
+    (read, processed, dropped, reconnects) printed."""
+    writer, size, written = None, None, 0
+    try:
+        for index, frame in reader:
             tick = time.perf_counter()
             det = detect_images(model, [frame], settings, device)[0]
             elapsed = (time.perf_counter() - tick) * 1000
-            if writer is None:
-                output = run_dir / f"{item.output}.mp4"
-                output.parent.mkdir(parents=True, exist_ok=True)
-                writer = cv2.VideoWriter(str(output), cv2.VideoWriter_fourcc(*"mp4v"), fps,
-                                         (frame.shape[1], frame.shape[0]))
-            writer.write(draw(frame, det, names))
-            save_results(det, names, frame.shape, f"{item.output}_{index}", run_dir, f"{path}#{index}")
-            print(f"{label} {path} frame {index}: {summary(det, names)} ({elapsed:.1f} ms)")
-            index += 1
+            annotated = draw(frame, det, names)
+            with deferred_interrupt():  # Ctrl-C: a frame's video frame, txt and json are written whole or not at all
+                if writer is None:
+                    writer, size = open_writer(run_dir / f"{output}.mp4", reader.fps, frame)
+                # a stream reopened at another size still fits the video
+                writer.write(annotated if annotated.shape[1::-1] == size else cv2.resize(annotated, size))
+                save_results(det, names, frame.shape, f"{output}_{index}", run_dir, f"{reader.name}#{index}")
+                written += 1
+            print(f"{label} {reader.name} frame {index}: {summary(det, names)} ({elapsed:.1f} ms)")
     finally:
-        capture.release()
+        reader.close()
         if writer is not None:
-            writer.release()
-    if index == 0:
-        raise UnreadableSource(f"{path}: the video has no readable frame")
+            writer.release()  # writes the mp4's index: the file plays
+        unfinished = reader.stats.processed - written
+        print(f"{label} {reader.name}: {reader.stats.line()}" + (f" ({unfinished} interrupted before its outputs "
+                                                                  f"were written)" if unfinished else ""))
+    return written
+
+
+def open_writer(path: Path, fps: float, frame: np.ndarray) -> tuple[cv2.VideoWriter, tuple[int, int]]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = (frame.shape[1], frame.shape[0])
+    return cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, size), size
 
 
 def main(argv=None) -> int:
-    return run_command(parse_args, run, argv)
+    """0 on success, 2 for a user's mistake, 130 when Ctrl-C ended the run (what was written is whole)."""
+    try:
+        return run_command(parse_args, run, argv)
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

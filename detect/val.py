@@ -15,10 +15,11 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 import detect.runtime.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads; README "CPU inference")
-from detect.api import is_onnx_path, load_tool_model
+from detect.api import add_slice_flags, is_onnx_path, load_tool_model
 from detect.darknet.load import uses_channels_last
 from detect.evaluation.cocoeval_engines import BACKENDS, DEFAULT_BACKEND
 from detect.evaluation.coco import STAT_NAMES, format_class_table, format_summary
@@ -61,6 +62,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--augment", action="store_true",
                    help="test-time augmentation: the images also at 0.83 (mirrored) and 0.67 of the size, every "
                         "pass's boxes merged by one NMS (about 2x the inference time)")
+    add_slice_flags(p)
     p.add_argument("--amp", default="off", choices=tuple(AMP_DTYPES), help="autocast precision on CUDA (ignored on the CPU)")
     p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
     p.add_argument("--save-json", action="store_true", help="write the COCO results json")
@@ -154,23 +156,26 @@ def run(args) -> EvalResult:
         # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
         source = open_checked_split(args.data, args.split, model.num_classes, args.weights, args.strict,
                                     args.cache_dir)
-        from detect.data.loader import build_eval_loader
+        if args.slice is None:
+            from detect.data.loader import build_eval_loader
 
-        loader = build_eval_loader(source, args.split, args.img, args.batch, args.workers, model.max_stride,
-                                   ctx.rank, ctx.world_size, rect=not args.square, cache_dir=args.cache_dir,
-                                   cache=args.cache)
+            loader = build_eval_loader(source, args.split, args.img, args.batch, args.workers, model.max_stride,
+                                       ctx.rank, ctx.world_size, rect=not args.square, cache_dir=args.cache_dir,
+                                       cache=args.cache)
         evaluator = CocoEvaluator(source, args.conf, args.iou, args.max_det, multi_label=not args.single_label,
                                   merge=not args.no_merge, backend=args.coco_backend, metric=args.metric)
-        if args.augment:
-            from detect.ops.tta import AugmentedModel
+        if args.augment and is_onnx_path(args.weights) and model.input_size is not None:
+            raise ValueError(f"--augment runs the model at other sizes, but {args.weights} takes "
+                             f"{model.input_size[0]}x{model.input_size[1]} inputs only; export it with --dynamic")
+        if args.slice is not None:  # detect_images augments each tile and image itself (InferenceSettings.augment)
+            result = evaluate_sliced(model, source, evaluator, args, ctx)
+        else:
+            if args.augment:
+                from detect.ops.tta import AugmentedModel
 
-            if is_onnx_path(args.weights) and model.input_size is not None:
-                raise ValueError(f"--augment runs the model at other sizes, but {args.weights} takes "
-                                 f"{model.input_size[0]}x{model.input_size[1]} inputs only; export it with --dynamic")
-
-            model = AugmentedModel(model, model.max_stride)
-        result = evaluate(model, loader, evaluator, ctx.device, amp_dtype=amp_dtype(args.amp, ctx.device),
-                          channels_last=uses_channels_last(ctx.device))
+                model = AugmentedModel(model, model.max_stride)
+            result = evaluate(model, loader, evaluator, ctx.device, amp_dtype=amp_dtype(args.amp, ctx.device),
+                              channels_last=uses_channels_last(ctx.device))
         run_dir = dist.broadcast_object(next_run_dir(args.project, args.name) if ctx.is_main else None)
         if ctx.is_main:
             report(result, run_dir, args, args.save_json, len(source.dropped_image_ids))
@@ -181,6 +186,36 @@ def run(args) -> EvalResult:
         return result
     finally:
         dist.destroy()
+
+
+def evaluate_sliced(model, source, evaluator: CocoEvaluator, args, ctx) -> EvalResult:
+    """--slice: this rank's share of the split (every world_size-th image) read at full size and detected as
+    detect.predict --slice does (detect.api.detect_images: the whole image and its tiles), with this evaluation's
+    thresholds and NMS protocol; the rows go to the evaluator as they are (collective, like `evaluate`)."""
+    from detect.api import InferenceSettings, detect_images
+    from detect.data.images import read_image
+    from detect.evaluation.coco import detections_to_rows
+    from detect.ops.slicing import needs_tiles, tile_grid
+
+    settings = InferenceSettings(args.img, args.conf, args.iou, args.max_det, args.square, batch_size=args.batch,
+                                 amp_dtype=amp_dtype(args.amp, ctx.device), augment=args.augment,
+                                 slice_size=args.slice, slice_overlap=args.overlap,
+                                 multi_label=not args.single_label, merge=not args.no_merge)
+    evaluator.reset()
+    tiles = 0
+    for record in source.records[ctx.rank::ctx.world_size]:
+        tick = time.perf_counter()
+        image = read_image(record.path)
+        evaluator.seconds["preprocess"] += time.perf_counter() - tick
+        tick = time.perf_counter()
+        rows = detect_images(model, [image], settings, ctx.device)[0]
+        evaluator.seconds["inference"] += time.perf_counter() - tick
+        evaluator.add_rows(detections_to_rows(rows, record.image_id, source.category_ids), record.image_id)
+        h, w = image.shape[:2]
+        tiles += len(tile_grid(w, h, args.slice, args.overlap)) if needs_tiles(w, h, args.slice) else 0
+    log.info("--slice %d --overlap %g: %d tiles over this rank's %d images, each image also whole", args.slice,
+             args.overlap, tiles, len(source.records[ctx.rank::ctx.world_size]))
+    return evaluator.compute()
 
 
 def main(argv=None) -> int:

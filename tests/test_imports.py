@@ -20,7 +20,7 @@ PACKAGE = "detect"
 # may use one another (val and predict use api) as long as no circle forms.
 LAYERS = (
     ("runtime", "ops"),  # process plumbing; tensor helpers: nothing else of detect
-    ("darknet", "data"),  # the model and its files; datasets to batches
+    ("darknet", "data", "streams"),  # the model and its files; datasets to batches; frames of live sources
     ("evaluation", "plots", "export"),  # NMS and COCO metrics; pictures; ONNX / Darknet export and runtime
     ("engine",),  # training
     ("api", "train", "val", "predict", "bench"),  # entry points

@@ -304,3 +304,21 @@ def test_val_augment_runs_three_passes_per_image(tmp_path, capsys, monkeypatch):
     assert sum(passes) == 3  # every image went through the augmented model once (three passes inside)
     metrics = json.loads((tmp_path / "runs" / "tta" / "metrics.json").read_text())
     assert metrics["args"]["augment"] and len(metrics["stats"]) == 12
+
+
+def test_val_slice_runs_every_tile_and_without_tiles_equals_the_loaders_figures(tmp_path, capsys):
+    spec = write_coco_dataset(tmp_path / "data")  # images of 64x48, 40x64 and 64x64
+    weights = write_tiny_checkpoint(tmp_path)
+    loader = run(parse_args(_val_args(spec, weights, tmp_path, "--batch", "1", "--conf", "0.01")))
+    with log_lines("detect.val") as lines:
+        whole = run(parse_args(_val_args(spec, weights, tmp_path, "--batch", "1", "--conf", "0.01", "--slice", "64")))
+        sliced = run(parse_args(_val_args(spec, weights, tmp_path, "--conf", "0.01", "--slice", "32")))
+    # 32 px tiles, overlap >= 0.2: 3 x 2 on 64x48, 2 x 3 on 40x64, 3 x 3 on 64x64
+    assert lines == ["--slice 64 --overlap 0.2: 0 tiles over this rank's 3 images, each image also whole",
+                     "--slice 32 --overlap 0.2: 21 tiles over this rank's 3 images, each image also whole"]
+    assert whole.num_images == sliced.num_images == 3
+    assert whole.stats == pytest.approx(loader.stats, abs=1e-9)  # the same image, the same letterbox, the same NMS
+    assert sliced.rows.shape != whole.rows.shape or not np.array_equal(sliced.rows, whole.rows)  # tiles' boxes
+    metrics = json.loads((tmp_path / "runs" / "exp3" / "metrics.json").read_text())
+    assert metrics["args"]["slice"] == 32 and metrics["args"]["overlap"] == 0.2
+    assert main(_val_args(spec, weights, tmp_path, "--slice", "32", "--augment")) == 0  # each tile augmented
