@@ -5,7 +5,8 @@
     python -m detect.predict ... --source rtsp://camera/live     # or 0 (a webcam), http(s):// video or MJPEG
 
 Writes to runs/predict/<name>: per image an annotated copy under the image's own file name, labels/<stem>.txt
-(YOLO format: class cx cy w h confidence, normalised to the image) and json/<stem>.json (boxes in pixels); per
+(YOLO labels: class cx cy w h, normalised to the image, as train.py reads them; --save-conf appends the
+confidence) and json/<stem>.json (boxes in pixels); per
 video an annotated <stem>.mp4 and, per frame, labels/<stem>_<frame>.txt and json/<stem>_<frame>.json.
 Output names are unique per input: inputs that would share them (a.jpg and a.png; an image clip_3.jpg and the
 frame 3 of a video clip.mp4) are each named by their whole file name instead (labels/a.jpg.txt,
@@ -87,6 +88,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--recursive", action="store_true",
                    help="search a --source folder's sub-folders too (default off: only the files directly in "
                         "it; the sub-folders left out are counted in the log); outputs mirror the sub-paths")
+    p.add_argument("--save-conf", action="store_true",
+                   help="append each box's confidence to its labels/*.txt line (train.py reads such pseudo-labels, "
+                        "the 6th column ignored and counted)")
     p.add_argument("--names", help="class names: a .names file (one per line) or a data spec (.yaml); "
                    "default: the names a .pt carries, else COCO's for an 80-class model, else the class ids")
     p.add_argument("--img-size", "--img", dest="img", type=int, default=None,
@@ -250,13 +254,15 @@ def draw(image: np.ndarray, det: torch.Tensor, names: list[str]) -> np.ndarray:
     return out
 
 
-def save_results(det: torch.Tensor, names: list[str], shape, stem: str, run_dir: Path, source: str) -> None:
-    """labels/<stem>.txt (YOLO: class cx cy w h conf, normalised) and json/<stem>.json (pixels)."""
+def save_results(det: torch.Tensor, names: list[str], shape, stem: str, run_dir: Path, source: str,
+                 save_conf: bool = False) -> None:
+    """labels/<stem>.txt (YOLO labels: class cx cy w h normalised, as train.py reads them; `save_conf` appends the
+    confidence) and json/<stem>.json (pixels, with confidences)."""
     h, w = shape[:2]
     lines, objects = [], []
     for x1, y1, x2, y2, score, k in det.tolist():
         lines.append(f"{int(k)} {(x1 + x2) / 2 / w:.6f} {(y1 + y2) / 2 / h:.6f} {(x2 - x1) / w:.6f} "
-                     f"{(y2 - y1) / h:.6f} {score:.5f}")
+                     f"{(y2 - y1) / h:.6f}" + (f" {score:.5f}" if save_conf else ""))
         objects.append({"class": int(k), "name": names[int(k)], "confidence": round(score, 5),
                         "box_xyxy": [round(v, 2) for v in (x1, y1, x2, y2)]})
     atomic_write_text(run_dir / "labels" / f"{stem}.txt", "".join(line + "\n" for line in lines))
@@ -327,7 +333,7 @@ def run(args) -> Path:
     try:
         if stream is not None:
             if predict_frames(model, stream, source_stem(args.source), names, run_dir, settings, ctx.device,
-                              "stream") == 0:
+                              "stream", args.save_conf) == 0:
                 raise ValueError(f"--source {stream.name}: no frame could be read from the stream")
         else:
             predict_files(model, inputs, names, run_dir, settings, ctx.device, args)
@@ -350,13 +356,13 @@ def predict_files(model, inputs: list[Input], names, run_dir: Path, settings: In
             if not item.is_video:
                 batch.append((item, label, next(decoded)[1]))
                 if len(batch) == args.batch or i == len(inputs):
-                    skipped += predict_images(model, batch, names, run_dir, settings, device)
+                    skipped += predict_images(model, batch, names, run_dir, settings, device, args.save_conf)
                     batch = []
                 continue
-            skipped += predict_images(model, batch, names, run_dir, settings, device)
+            skipped += predict_images(model, batch, names, run_dir, settings, device, args.save_conf)
             batch = []
             try:
-                predict_video(model, item, names, run_dir, settings, device, f"video {label}")
+                predict_video(model, item, names, run_dir, settings, device, f"video {label}", args.save_conf)
             except UnreadableSource as e:
                 log.warning("skipped %s", e)
                 skipped += 1
@@ -367,7 +373,7 @@ def predict_files(model, inputs: list[Input], names, run_dir: Path, settings: In
 
 
 def predict_images(model, images: list[tuple[Input, str, np.ndarray | BadImage]], names, run_dir: Path,
-                   settings: InferenceSettings, device) -> int:
+                   settings: InferenceSettings, device, save_conf: bool = False) -> int:
     """Detect in decoded image files (input, progress label, image or the BadImage its decoding raised) as one
     batch and save the results; returns how many were skipped because they cannot be decoded (each named in one
     warning)."""
@@ -383,24 +389,24 @@ def predict_images(model, images: list[tuple[Input, str, np.ndarray | BadImage]]
     for (item, label, image), det in zip(readable, found):
         with deferred_interrupt():  # Ctrl-C: an image's three outputs are written whole or not at all
             write_image(run_dir / item.relative, draw(image, det, names))
-            save_results(det, names, image.shape, item.output, run_dir, str(item.path))
+            save_results(det, names, image.shape, item.output, run_dir, str(item.path), save_conf)
         print(f"image {label} {item.path}: {summary(det, names)} ({elapsed:.1f} ms)")
     return len(images) - len(readable)
 
 
 def predict_video(model, item: Input, names, run_dir: Path, settings: InferenceSettings, device,
-                  label: str) -> None:
+                  label: str, save_conf: bool = False) -> None:
     """Every frame of a video file (decoded ahead on a thread) into run_dir/<output>.mp4, txt and json."""
     try:
         reader = FrameReader(item.path, live=False)
     except ValueError as e:
         raise UnreadableSource(str(e)) from None
-    if predict_frames(model, reader, item.output, names, run_dir, settings, device, label) == 0:
+    if predict_frames(model, reader, item.output, names, run_dir, settings, device, label, save_conf) == 0:
         raise UnreadableSource(f"{item.path}: the video has no readable frame")
 
 
 def predict_frames(model, reader: FrameReader, output: str, names, run_dir: Path, settings: InferenceSettings,
-                   device, label: str) -> int:
+                   device, label: str, save_conf: bool = False) -> int:
     """Annotate the frames `reader` gives into run_dir/<output>.mp4, with labels/<output>_<index>.txt and
     json/<output>_<index>.json per frame (index: the frame's number in the source); returns the frames written.
     The reader is closed and the video finished at the end, on an error and on Ctrl-C alike, and the counts
@@ -417,7 +423,8 @@ def predict_frames(model, reader: FrameReader, output: str, names, run_dir: Path
                     writer, size = open_writer(run_dir / f"{output}.mp4", reader.fps, frame)
                 # a stream reopened at another size still fits the video
                 writer.write(annotated if annotated.shape[1::-1] == size else cv2.resize(annotated, size))
-                save_results(det, names, frame.shape, f"{output}_{index}", run_dir, f"{reader.name}#{index}")
+                save_results(det, names, frame.shape, f"{output}_{index}", run_dir, f"{reader.name}#{index}",
+                             save_conf)
                 written += 1
             print(f"{label} {reader.name} frame {index}: {summary(det, names)} ({elapsed:.1f} ms)")
     finally:

@@ -21,7 +21,7 @@ def test_predict_coco_tiny_image_finds_people(shared, tmp_path, capsys):
     args = ["--cfg", str(shared("darknet-cfg", "yolov3-tiny.cfg")), "--weights",
             str(shared("weights", "yolov3-tiny.weights")), "--source", str(image),
             "--names", str(shared("darknet-cfg", "coco.names")), "--device", "cpu",
-            "--project", str(tmp_path), "--name", "one"]
+            "--project", str(tmp_path), "--name", "one", "--save-conf"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "image 1/1" in out and "person" in out and " ms)" in out

@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 
 # 2: per-box `difficult` flags; 3: paths as one UTF-8 buffer (RecordTable); 4: COCO json: the annotations evaluation
 # scores (`annotation_index`, `crowd_index`), the report's unknown_class / unknown_image entries
-CACHE_VERSION = 4
+# 5: YOLO label lines with a 6th value (a confidence) are boxes (counted as `confidence_column`), not errors
+CACHE_VERSION = 5
 
 
 @dataclass

@@ -15,7 +15,7 @@ import numpy as np
 
 from detect.data.cache import Fingerprint, SplitLabels
 from detect.data.images import probe_images
-from detect.data.records import BadInputReport, ImageRecord, image_ids_for, validate_boxes
+from detect.data.records import BadInputReport, ImageRecord, first_few, image_ids_for, validate_boxes
 
 
 def list_images(entry: Path) -> list[Path]:
@@ -52,8 +52,10 @@ def fingerprint(files: list[Path], names) -> str:
     return fp.hexdigest()
 
 
-def parse_label_text(text: str) -> tuple[np.ndarray, np.ndarray]:
-    """(classes float64 [n], boxes normalised cxcywh float64 [n,4]); raises ValueError naming the bad line."""
+def parse_label_text(text: str, with_confidence: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(classes float64 [n], boxes normalised cxcywh float64 [n,4]); raises ValueError naming the bad line.
+    A line of 6 values (class cx cy w h confidence, as `detect.predict --save-txt --save-conf` writes pseudo-labels)
+    is a box, the confidence ignored; its line number goes into `with_confidence`."""
     classes, boxes = [], []
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split()
@@ -63,13 +65,16 @@ def parse_label_text(text: str) -> tuple[np.ndarray, np.ndarray]:
             values = [float(v) for v in fields]
         except ValueError:
             raise ValueError(f"line {number}: {line.strip()!r} is not numbers (want: class cx cy w h)") from None
-        if len(values) == 5:
-            boxes.append(values[1:])
+        if len(values) in (5, 6):
+            boxes.append(values[1:5])
+            if len(values) == 6 and with_confidence is not None:
+                with_confidence.append(number)
         elif len(values) >= 7 and len(values) % 2 == 1:
             xs, ys = np.array(values[1::2]), np.array(values[2::2])
             boxes.append([(xs.min() + xs.max()) / 2, (ys.min() + ys.max()) / 2, np.ptp(xs), np.ptp(ys)])
         else:
-            raise ValueError(f"line {number}: {len(values)} values; want 5 (class cx cy w h) or a polygon")
+            raise ValueError(f"line {number}: {len(values)} values; want 5 (class cx cy w h), 6 (and a confidence, "
+                             f"ignored) or a polygon (class x1 y1 x2 y2 x3 y3 ...)")
         classes.append(values[0])
     return np.array(classes, dtype=np.float64), np.array(boxes, dtype=np.float64).reshape(-1, 4)
 
@@ -87,11 +92,15 @@ def scan(files: list[Path], names) -> SplitLabels:
         label = label_path_for(path)
         try:
             text = label.read_text() if label.exists() else ""
-            classes, cxcywh = parse_label_text(text)
+            confident: list[int] = []
+            classes, cxcywh = parse_label_text(text, confident)
         except (ValueError, UnicodeDecodeError) as e:
             report.add("label_syntax", label, str(e))
             dropped.append(image_id)
             continue
+        if confident:
+            report.add("confidence_column", label, f"{len(confident)} line(s) with a 6th value (a confidence), read as "
+                       f"boxes with it ignored: line(s) {first_few(confident)}", count=len(confident))
         scale = np.array([probe.width, probe.height] * 2, dtype=np.float64)
         xyxy = np.concatenate([cxcywh[:, :2] - cxcywh[:, 2:] / 2, cxcywh[:, :2] + cxcywh[:, 2:] / 2], 1) * scale
         boxes, classes = validate_boxes(xyxy, classes, probe.width, probe.height, len(names), str(label), report)

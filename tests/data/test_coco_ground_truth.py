@@ -11,7 +11,7 @@ import torch
 from pycocotools.coco import COCO
 
 from detect.bench.scale_data import fake_detections
-from detect.data.cache import issues_log_for
+from detect.data.cache import CACHE_VERSION, issues_log_for
 from detect.data.sources import open_source
 from detect.data.spec import spec_from_dict
 from detect.evaluation.coco import coco_evaluate, detections_to_rows, ground_truth_counts, rows_to_results
@@ -178,7 +178,7 @@ def test_unknown_category_is_reported_with_its_id_annotation_and_image(tmp_path)
                                      "data.json (ids 3, 7): annotation id(s) 23, 24"),
     ]
     log_text = issues_log_for(next((cache / "labels").glob("*.npz"))).read_text()
-    assert "-1" not in log_text and "annotation id(s) 22" in log_text
+    assert "[-1" not in log_text and "annotation id(s) 22" in log_text
     assert [a["id"] for a in source.coco_ground_truth().dataset["annotations"]] == [21]
 
 
@@ -212,6 +212,6 @@ def test_label_cache_of_the_previous_format_is_rebuilt(tmp_path):
         np.savez(f, **arrays)
     with log_lines("detect.data.cache") as lines:
         source = open_source(spec, "val", cache)
-    assert sum("format version 3 != 4: rebuilding" in line for line in lines) == 1
+    assert sum(f"format version 3 != {CACHE_VERSION}: rebuilding" in line for line in lines) == 1
     assert source.annotation_index.tolist() == [0] and source.crowd_index.tolist() == [2]
     assert [(a["id"], a["iscrowd"]) for a in source.coco_ground_truth().dataset["annotations"]] == [(51, 0), (53, 1)]

@@ -58,3 +58,17 @@ def test_coco_json_and_yolo_txt_give_the_same_boxes(tmp_path):
     non_crowd = [a for a in gt_coco.dataset["annotations"] if not a["iscrowd"]]
     assert len(non_crowd) == len(gt_yolo.dataset["annotations"]) == total
     assert coco.category_ids[:3] == [1, 2, 3] and coco.category_ids[-1] == 90
+
+
+def test_yolo_label_lines_with_a_confidence_column_are_boxes():
+    from detect.data.yolo_labels import parse_label_text
+
+    confident = []
+    classes, boxes = parse_label_text("0 0.5 0.5 0.2 0.4\n3 0.25 0.75 0.1 0.1 0.87\n\n1 0.1 0.1 0.05 0.05 0.3\n",
+                                      confident)
+    assert classes.tolist() == [0, 3, 1] and confident == [2, 4]
+    assert boxes.tolist() == [[0.5, 0.5, 0.2, 0.4], [0.25, 0.75, 0.1, 0.1], [0.1, 0.1, 0.05, 0.05]]
+    import pytest
+
+    with pytest.raises(ValueError, match=r"line 1: 8 values; want 5 \(class cx cy w h\), 6 \(and a confidence"):
+        parse_label_text("0 0.5 0.5 0.2 0.4 0.9 0.1 0.2")
