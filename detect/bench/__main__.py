@@ -12,6 +12,7 @@ BENCHMARKS = {
     "val": "inference, NMS and COCOeval throughput",
     "finetune": "a default fine-tune end to end (torchrun train.py + detect.val), figures per epoch",
     "scale": "COCO-sized split (118k/5k, generated): label cache, loader worker memory, evaluation gather/COCOeval",
+    "imbalance": "rare classes (a coco-tiny split): plain vs repeat-factor sampling vs class weights, per-class AP",
     "soak": "many epochs of training (2 processes + loader workers): RSS, fds, img/s per epoch; eval memory",
 }
 
@@ -19,7 +20,7 @@ BENCHMARKS = {
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in BENCHMARKS:
-        lines = "\n".join(f"  {k:8s} {v}" for k, v in BENCHMARKS.items())
+        lines = "\n".join(f"  {k:9s} {v}" for k, v in BENCHMARKS.items())
         print(f"usage: python -m detect.bench <benchmark> [options]\n\nbenchmarks:\n{lines}", file=sys.stderr)
         return 2
     module = importlib.import_module(f"detect.bench.{argv[0]}")

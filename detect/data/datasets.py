@@ -62,6 +62,14 @@ def to_chw_rgb(image_bgr: np.ndarray, flip_lr: bool = False, flip_ud: bool = Fal
     return torch.from_numpy(np.ascontiguousarray(view.transpose(2, 0, 1)))
 
 
+def _split_key(key) -> tuple:
+    """(epoch, index, batch, draw) of a training key; a bare index is (0, index, None, 0)."""
+    if not isinstance(key, tuple):
+        return 0, key, None, 0
+    epoch, index, *rest = key
+    return epoch, index, rest[0] if rest else None, rest[1] if len(rest) > 1 else 0
+
+
 class TrainDataset(Dataset):
     """Mosaic (probability `mosaic`; of those, 9 tiles with probability `mosaic9`) or a centred single image, then
     affine (and perspective), mixup with a second such sample (probability `mixup`), HSV and flips, at `img_size`."""
@@ -107,24 +115,26 @@ class TrainDataset(Dataset):
         return image, r * decoded_scale
 
     def __getitem__(self, key):
-        """`key` is an index, or (epoch, index[, batch]) from the training sampler. The draws depend on
-        (seed, epoch, index) only; mosaic partners come from `batch` (images this worker decodes anyway),
+        """`key` is an index, or (epoch, index[, batch[, draw]]) from the training sampler. The draws depend on
+        (seed, epoch, index) only, and on `draw` for the later copies of an image that repeat-factor sampling
+        repeats within an epoch; mosaic partners come from `batch` (images this worker decodes anyway),
         else from the whole dataset. An image that cannot be read any more is reported and the next index's
         sample is given instead, so the epoch goes on."""
-        epoch, index, batch = (key + (None,))[:3] if isinstance(key, tuple) else (0, key, None)
+        epoch, index, batch, draw = _split_key(key)
         for attempt in range(MAX_UNREADABLE_IN_A_ROW):
             at = (index + attempt) % len(self.records)
             try:
-                return self._sample(epoch, at, batch)
+                return self._sample(epoch, at, batch, draw)
             except OSError as e:
                 self.unreadable.report(e.filename or self.records[at].path, e, "its sample is replaced")
         raise OSError(f"{MAX_UNREADABLE_IN_A_ROW} images in a row cannot be read (the last {self.records[at].path}):"
                       f" has the data folder or its mount gone away?")
 
-    def _sample(self, epoch: int, index: int, batch):
+    def _sample(self, epoch: int, index: int, batch, draw: int = 0):
         # Every draw comes from this one generator, in a fixed order, and a draw for an augmentation that is off
-        # is not made (so a new key at 0 leaves the samples of earlier runs as they were).
-        rng = np.random.default_rng([self.seed, int(epoch), int(index)])
+        # is not made (so a new key at 0 leaves the samples of earlier runs as they were). `draw` k > 0: the k-th
+        # repeat of this image in the epoch (repeat-factor sampling) gets a stream of its own.
+        rng = np.random.default_rng([self.seed, int(epoch), int(index)] + ([int(draw)] if draw else []))
         s, cfg = self.img_size, self.augment
         mosaic_epoch = self.mosaic_epochs is None or int(epoch) < self.mosaic_epochs
         pool = batch if batch else range(len(self.records))

@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader
 
 from detect.data.augment_config import AugmentConfig
 from detect.data.datasets import EvalDataset, TrainDataset, collate_eval, collate_train, worker_init
+from detect.data.repeat_sampling import RepeatFactors
 from detect.data.samplers import (
     EpochKeyedBatchSampler,
     ShardedBatchSampler,
@@ -133,7 +134,8 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
                        stride: int,
                        rank: int, world_size: int, seed: int, cache_dir=None, split: str = "train",
                        buffer_images: int | None = None, max_batches: int | None = None,
-                       epochs: int | None = None, cache: str | None = None) -> TrainLoader:
+                       epochs: int | None = None, cache: str | None = None,
+                       repeat_thresh: float | None = None) -> TrainLoader:
     """Per-process batches of `batch_size` at img_size x img_size (`TrainLoader`).
 
     The shuffle uses `seed` on every rank; each sample's augmentation is seeded by (seed, epoch, index), so it
@@ -142,7 +144,9 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
     mosaic partners.
     `max_batches` caps the batches per epoch; `epochs` ends the stream after that many (workers do not assemble
     batches of an epoch that will never run). `cache` ("ram" | "disk"): decoded images kept between epochs
-    (detect.data.image_cache); the samples are the same bit for bit.
+    (detect.data.image_cache); the samples are the same bit for bit. `repeat_thresh` (t): repeat-factor
+    sampling (detect.data.repeat_sampling), images of classes in fewer than a fraction t of the images
+    appear more often in an epoch; None: every image once per epoch.
     """
     if img_size % stride:
         raise ValueError(f"image size {img_size} must be a multiple of the model's stride {stride}")
@@ -158,7 +162,12 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
     if per_rank < batch_size:
         raise ValueError(f"{split} split has {len(dataset)} usable images: {per_rank} per rank with "
                          f"{world_size} process(es), fewer than the batch size {batch_size}; lower the batch size")
-    batch_sampler, sampler = train_batch_sampler(dataset, batch_size, rank, world_size, seed)
+    factors = None
+    if repeat_thresh is not None:
+        factors = RepeatFactors.of(source.records, source.num_classes, repeat_thresh)
+        log.info(factors.summary(source.names))
+    batch_sampler, sampler = train_batch_sampler(dataset, batch_size, rank, world_size, seed,
+                                                 None if factors is None else factors.image)
     keys = EpochKeyedBatchSampler(batch_sampler, sampler, max_batches, epochs)
     log.info(f"train loader: {len(dataset)} images, {len(keys)} batches of {batch_size} per rank, "
              f"{workers} worker(s)")

@@ -2,7 +2,9 @@
 
 Training: `BatchSampler(DistributedSampler(...), batch_size, drop_last=True)`: one shared shuffle seed, a new
 order each epoch through `set_epoch`, every index once per epoch across ranks (DistributedSampler repeats a
-few to even out the shards when the size is not divisible by the world size).
+few to even out the shards when the size is not divisible by the world size). With repeat-factor sampling
+(detect.data.repeat_sampling) the epoch's list repeats the images of rare classes; it is
+sharded the same way.
 
 Evaluation: batches are formed over the whole split (rect: images of the same canvas together) before
 any sharding, and whole batches are dealt to ranks round-robin. Every image lands on exactly one rank, a
@@ -15,13 +17,27 @@ import numpy as np
 from torch.utils.data import BatchSampler, DistributedSampler, Sampler
 
 from detect.data.geometry import rect_shape, round_up
+from detect.data.repeat_sampling import RepeatFactorSampler
 
 
-def train_batch_sampler(dataset, batch_size: int, rank: int, world_size: int,
-                        seed: int) -> tuple[BatchSampler, DistributedSampler]:
-    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed,
-                                 drop_last=False)
+def train_batch_sampler(dataset, batch_size: int, rank: int, world_size: int, seed: int,
+                        repeat_factors: np.ndarray | None = None) -> tuple[BatchSampler, Sampler]:
+    """Whole batches of this rank's shard; `repeat_factors` (one per image) switch to repeat-factor sampling."""
+    if repeat_factors is None:
+        sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed,
+                                     drop_last=False)
+    else:
+        sampler = RepeatFactorSampler(repeat_factors, rank, world_size, seed)
     return BatchSampler(sampler, batch_size, drop_last=True), sampler
+
+
+def _sample_key(epoch: int, item, members: tuple) -> tuple:
+    """The dataset key of one sampled item: an index, or (index, draw) from RepeatFactorSampler. Draw 0 keeps the
+    3-tuple, so the first copy of an image is augmented as without repeats; later copies get draws of their own."""
+    if isinstance(item, tuple):
+        index, draw = item
+        return (epoch, index, members) if draw == 0 else (epoch, index, members, draw)
+    return epoch, item, members
 
 
 class EpochKeyedBatchSampler(Sampler):
@@ -38,7 +54,7 @@ class EpochKeyedBatchSampler(Sampler):
     every epoch drains its queue and leaves workers idle while the last batches of an epoch are assembled.
     """
 
-    def __init__(self, batch_sampler: BatchSampler, sampler: DistributedSampler,
+    def __init__(self, batch_sampler: BatchSampler, sampler: DistributedSampler | RepeatFactorSampler,
                  batches_per_epoch: int | None = None, end_epoch: int | None = None):
         self.batch_sampler = batch_sampler
         self.sampler = sampler
@@ -58,8 +74,8 @@ class EpochKeyedBatchSampler(Sampler):
                 if k >= self.batches_per_epoch:
                     break
                 if k >= skip:
-                    members = tuple(batch)
-                    yield [(epoch, i, members) for i in batch]
+                    members = tuple(item[0] if isinstance(item, tuple) else item for item in batch)
+                    yield [_sample_key(epoch, item, members) for item in batch]
             epoch, skip = epoch + 1, 0
 
     def __len__(self) -> int:

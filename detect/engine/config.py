@@ -71,6 +71,9 @@ class LossConfig:
     label_smoothing: float | None = None  # overrides every head's label_smooth_eps when set
     obj_iou_ratio: float = 1.0  # objectness target = (1 - r) + r * IoU
     obj_balance: dict = field(default_factory=lambda: dict(DEFAULT_OBJ_BALANCE))  # head stride -> weight
+    # a positive's class BCE times its class's weight: null (all 1), "auto" (from the training label counts,
+    # detect.engine.class_weights), or one number per class
+    class_weights: str | tuple | None = None
 
     def __post_init__(self):
         _check(self.iou_loss in IOU_KINDS, f"iou_loss must be one of {IOU_KINDS}, got {self.iou_loss!r}")
@@ -80,6 +83,9 @@ class LossConfig:
         _check(0 <= self.obj_iou_ratio <= 1, f"obj_iou_ratio must be in [0, 1], got {self.obj_iou_ratio}")
         _check(self.label_smoothing is None or 0 <= self.label_smoothing < 1,
                f"label_smoothing must be in [0, 1) or null, got {self.label_smoothing}")
+        w = self.class_weights
+        _check(w is None or w == "auto" or (isinstance(w, tuple) and len(w) > 0 and all(v > 0 for v in w)),
+               f"class_weights must be null, auto or a list of positive numbers (one per class), got {w!r}")
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,11 @@ def _coerce(key: str, value, default, nullable: bool):
     """`value` in the type of the field's default (yaml numbers may be ints, lists stand for tuples)."""
     if value is None and nullable:
         return None
+    if default is None and isinstance(value, (str, list, tuple)):  # a choice by name, or one number per item
+        try:
+            return value if isinstance(value, str) else tuple(float(v) for v in value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{key} must be a name or a list of numbers, got {value!r}") from None
     try:
         if isinstance(default, int) and not (isinstance(value, float) and not value.is_integer()):
             return int(value)

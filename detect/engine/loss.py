@@ -41,7 +41,7 @@ def bce(pred: torch.Tensor, target: torch.Tensor, probabilities: bool, reduction
     eps = 1e-7
     p = pred.clamp(eps, 1.0 - eps)
     loss = -(target * p.log() + (1.0 - target) * (1.0 - p).log())
-    return loss.mean() if reduction == "mean" else loss.sum()
+    return {"mean": loss.mean, "sum": loss.sum}.get(reduction, lambda: loss)()
 
 
 def positives_per_rank(assigned: list[HeadTargets], device) -> torch.Tensor:
@@ -65,20 +65,23 @@ def objectness_balance(stride: float, table: dict | None) -> float:
 class YoloLoss:
     """`loss(raw_maps, targets, img_hw) -> (total, parts[box, obj, cls] detached)`; total is a scalar mean."""
 
-    def __init__(self, heads: list[HeadSpec], config: LossConfig):
+    def __init__(self, heads: list[HeadSpec], config: LossConfig, class_weights: torch.Tensor | None = None):
         self.heads = heads
         self.config = config
+        self.class_weights = class_weights  # [K]: a positive's class loss times its class's weight (None: 1)
         for i, h in enumerate(heads):
             kind = str(h.options.get("iou_loss", "mse"))
             if kind not in IOU_KINDS and kind != "mse":
                 raise ValueError(f"head {i}: iou_loss {kind!r} is not one of mse, {', '.join(IOU_KINDS)}")
 
     @classmethod
-    def for_model(cls, model, config: LossConfig) -> YoloLoss:
+    def for_model(cls, model, config: LossConfig, class_weights: torch.Tensor | None = None) -> YoloLoss:
         heads = [HeadSpec.from_head(h) for h in model.heads]
         if not heads:
             raise ValueError("the model has no [yolo] heads: it cannot be trained as a detector")
-        return cls(heads, config)
+        if class_weights is not None and model.num_classes != len(class_weights):
+            raise ValueError(f"{len(class_weights)} class weights for a model with {model.num_classes} classes")
+        return cls(heads, config, class_weights)
 
     def _iou_kind(self, head: HeadSpec) -> str:
         kind = str(head.options.get("iou_loss", "mse"))
@@ -135,7 +138,9 @@ class YoloLoss:
                 eps = self._smoothing(head)
                 cls_target = torch.full((t.count, num_classes), 0.5 * eps, device=raw.device)
                 cls_target[torch.arange(t.count, device=raw.device), t.cls] = 1.0 - 0.5 * eps
-                cls_sum = bce(raw[t.image, t.anchor, t.gy, t.gx, 5:], cls_target, probabilities, "sum")
-                cls_loss = cls_sum / (positives * num_classes)
+                per_box = bce(raw[t.image, t.anchor, t.gy, t.gx, 5:], cls_target, probabilities, "none").sum(1)
+                if self.class_weights is not None:
+                    per_box = per_box * self.class_weights.to(raw.device)[t.cls]
+                cls_loss = per_box.sum() / (positives * num_classes)
         obj_loss = bce(raw[..., 4], obj_target, probabilities)
         return box_loss, obj_loss, cls_loss

@@ -55,6 +55,8 @@ class TrainOptions:
     patience: int | None = None  # stop after this many evaluations without a better fitness (None: off)
     save_period: int | None = None  # also keep a lean epoch<N>.pt every this many epochs (None: off)
     max_batches: int | None = None
+    sampler: str = "uniform"  # uniform | repeat-factor (detect.data.samplers.RepeatFactorSampler)
+    repeat_thresh: float = 0.1  # repeat-factor sampling: classes in fewer than this fraction of images repeat
     cache_dir: str | None = None
     cache: str | None = None  # ram | disk: decoded images kept between epochs (detect.data.image_cache)
     coco_backend: str = "faster-coco-eval"
@@ -142,6 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-period", type=int, default=None,
                    help="also keep epoch<N>.pt (lean, as best.pt) every N epochs (default: off)")
     p.add_argument("--max-batches", type=int, default=None, help="stop each epoch after N micro-batches (smoke runs)")
+    p.add_argument("--sampler", default=d.sampler, choices=("uniform", "repeat-factor"),
+                   help="uniform: every image once per epoch; repeat-factor: images holding rare classes more "
+                        "often (LVIS repeat-factor sampling, --repeat-thresh)")
+    p.add_argument("--repeat-thresh", type=float, default=d.repeat_thresh, metavar="T",
+                   help="repeat-factor sampling: a class in a fraction f < T of the training images repeats its "
+                        "images sqrt(T / f) times per epoch")
     p.add_argument("--cache-dir", default=None,
                    help="label cache / generated-data folder (default: $DETECT_CACHE, else ~/.cache/detect)")
     p.add_argument("--cache", default=None, choices=("ram", "disk"),
@@ -185,6 +193,8 @@ def validate(opts: TrainOptions) -> TrainOptions:
     _positive("--max-batches", opts.max_batches, allow_none=True)
     _positive("--patience", opts.patience, allow_none=True)
     _positive("--save-period", opts.save_period, allow_none=True)
+    if not 0 < opts.repeat_thresh <= 1:
+        raise ValueError(f"--repeat-thresh is a fraction of the training images in (0, 1], got {opts.repeat_thresh}")
     if not opts.dist_timeout > 0:
         raise ValueError(f"--dist-timeout must be a positive number of seconds, got {opts.dist_timeout}")
     if opts.workers < 0:

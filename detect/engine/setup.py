@@ -19,6 +19,7 @@ from detect.engine.cfg_training import describe_ignored, map_cfg_training
 from detect.engine.config import Hyp, load_hyp, read_hyp_file
 from detect.engine.ema import ModelEMA
 from detect.engine.finetune import RunShape, plan_run
+from detect.engine.class_weights import resolve_class_weights
 from detect.engine.loss import YoloLoss
 from detect.engine.monitor import ResultsCsv, chain
 from detect.engine.optim import LRSchedule, accumulation_steps, build_optimizer, scaled_parameter_names
@@ -222,7 +223,8 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
     ema = ModelEMA(model, hyp.ema.decay, hyp.ema.tau) if opts.ema else None
     loader = build_train_loader(train_source, img_size, opts.batch_size, hyp.augment, opts.workers, model.max_stride,
                                 ctx.rank, ctx.world_size, opts.seed, cache_dir=opts.cache_dir,
-                                max_batches=opts.max_batches, epochs=opts.epochs, cache=opts.cache)
+                                max_batches=opts.max_batches, epochs=opts.epochs, cache=opts.cache,
+                                repeat_thresh=opts.repeat_thresh if opts.sampler == "repeat-factor" else None)
     evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx,
                                  monitor.on_evaluation if monitor is not None else None, opts.cache,
                                  opts.cache_dir, opts.coco_backend, opts.metric)
@@ -237,7 +239,9 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
     log.info("%s: %d classes, img %d, batch %d x %d processes x %d accumulated, %d steps/epoch, %s%s",
              Path(opts.cfg).name if opts.cfg else "the weights' cfg", len(names), img_size, opts.batch_size, ctx.world_size, accumulate,
              steps_per_epoch, opts.optimizer, f", AMP {amp}" if amp else "")
-    return TrainSetup(ctx=ctx, model=model, ddp_model=ddp_model, loss=YoloLoss.for_model(model, hyp.loss),
+    class_weights = resolve_class_weights(hyp.loss.class_weights, train_source.records, names)
+    return TrainSetup(ctx=ctx, model=model, ddp_model=ddp_model,
+                      loss=YoloLoss.for_model(model, hyp.loss, class_weights),
                       optimizer=optimizer, schedule=schedule,
                       scaler=torch.amp.GradScaler(ctx.device.type, enabled=amp == torch.float16), amp_dtype=amp,
                       ema=ema, train_loader=loader, accumulate=accumulate, hyp=hyp, names=names, opts=opts,
