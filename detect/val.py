@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 import detect.runtime.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads; README "CPU inference")
-from detect.api import add_slice_flags, is_onnx_path, load_tool_model
+from detect.api import add_slice_flags
+from detect.export.loading import is_onnx_path, load_tool_model
 from detect.darknet.load import uses_channels_last
 from detect.evaluation.cocoeval_engines import BACKENDS, DEFAULT_BACKEND
 from detect.evaluation.coco import STAT_NAMES, format_class_table, format_summary
@@ -47,8 +48,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--cfg", help="Darknet .cfg (optional for .pt checkpoints, which carry their cfg)")
     p.add_argument("--weights", required=True, help=".weights, .pt checkpoint or .onnx (detect.export)")
     p.add_argument("--data", required=True, help="dataset spec (data/*.yaml)")
-    p.add_argument("--split", default="val", choices=("train", "val"),
-                   help="which split of --data to evaluate (its `val:` or `train:` entry)")
+    p.add_argument("--split", default="val", choices=("train", "val", "test"),
+                   help="which split of --data to evaluate (its `val:`, `test:` or `train:` entry)")
+    p.add_argument("--single-cls", action="store_true",
+                   help="evaluate every class of --data as one (for a model trained with --single-cls)")
     p.add_argument("--img-size", "--img", dest="img", type=int, default=None,
                    help="input size (long side; default: the size a .pt was trained at, else the cfg's [net] size)")
     p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=32,
@@ -95,12 +98,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def open_checked_split(data, split: str, num_classes: int, weights, strict: bool = False, cache_dir=None):
+def open_checked_split(data, split: str, num_classes: int, weights, strict: bool = False, cache_dir=None,
+                       single_cls: bool = False):
     """The split's source, opened once, after the checks that must fail before any work (dataset vs model)."""
     from detect.data.loader import open_split
     from detect.data.spec import load_data_spec
 
-    spec = load_data_spec(data)
+    spec = load_data_spec(data).with_single_cls(single_cls)
     source = open_split(spec, split, cache_dir)
     if not source.records and not source.dropped_image_ids:
         raise ValueError(f"{data}: the {split} split has no images (check the annotation file / image folder)")
@@ -114,8 +118,9 @@ def open_checked_split(data, split: str, num_classes: int, weights, strict: bool
         log.warning("%s; they and their ground truth are left out of the metrics (--strict refuses instead)",
                     message)
     if source.num_classes != num_classes:
+        hint = " (--single-cls makes it one class)" if num_classes == 1 and not single_cls else ""
         raise ValueError(f"--weights {weights} predicts {num_classes} classes but {data} has "
-                         f"{source.num_classes}; use weights trained for this dataset")
+                         f"{source.num_classes}{hint}; use weights trained for this dataset")
     return source
 
 
@@ -155,7 +160,7 @@ def run(args) -> EvalResult:
         model, _, args.square, args.img = load_tool_model(args.weights, args.cfg, ctx.device, args.img, args.square)
         # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
         source = open_checked_split(args.data, args.split, model.num_classes, args.weights, args.strict,
-                                    args.cache_dir)
+                                    args.cache_dir, args.single_cls)
         if args.slice is None:
             from detect.data.loader import build_eval_loader
 

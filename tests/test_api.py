@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from detect.api import Detections, Detector, load_tool_model
+from detect.api import Detections, Detector
+from detect.export.loading import load_tool_model
 from detect.export.runtime import onnx_square_letterbox
 from detect.predict import main as predict_main
 from detect.val import main as val_main

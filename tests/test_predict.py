@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from detect.api import load_tool_model
 from detect.data.images import read_image as read_image_file
 from detect.data.spec import read_class_names as read_names
+from detect.export.loading import load_tool_model
 from detect.predict import main, parse_args
 from tests.log_lines import log_lines
 from tests.test_val import NAMES, write_tiny_checkpoint
@@ -235,7 +235,7 @@ class _Recording:
 @pytest.fixture
 def recorded(monkeypatch):
     """The models detect.predict loads in this test, wrapped in _Recording."""
-    import detect.predict
+    import detect.predict.cli
 
     models = []
 
@@ -244,7 +244,7 @@ def recorded(monkeypatch):
         models.append(_Recording(model))
         return (models[-1], *rest)
 
-    monkeypatch.setattr(detect.predict, "load_tool_model", load)
+    monkeypatch.setattr(detect.predict.cli, "load_tool_model", load)
     return models
 
 
@@ -262,7 +262,7 @@ def _labels(run):
 
 
 def test_workers_decode_images_ahead_on_threads(tmp_path, monkeypatch):
-    import detect.predict
+    import detect.predict.cli
 
     folder = _folder_of_images(tmp_path)
     weights = write_tiny_checkpoint(tmp_path)
@@ -272,7 +272,7 @@ def test_workers_decode_images_ahead_on_threads(tmp_path, monkeypatch):
         threads.append(threading.current_thread().name)
         return read_image_file(path)
 
-    monkeypatch.setattr(detect.predict, "read_image", read_image)
+    monkeypatch.setattr(detect.predict.cli, "read_image", read_image)
     assert main(_tiny_args(tmp_path, weights, folder, "w0", "--img-size", "64", "--workers", "0")) == 0
     assert threads == ["MainThread"] * 5
     threads.clear()

@@ -20,7 +20,8 @@ def test_predict_labels_train_a_yolo_dataset(shared, tmp_path, monkeypatch):
         shutil.copy(path, images)
     cfg, weights = shared("darknet-cfg", "yolov3-tiny.cfg"), shared("weights", "yolov3-tiny.weights")
     assert predict_main(["--cfg", str(cfg), "--weights", str(weights), "--source", str(images), "--img-size", "320",
-                         "--device", "cpu", "--save-conf", "--project", str(tmp_path / "runs"), "--name", "pl"]) == 0
+                         "--device", "cpu", "--save-txt", "--save-conf", "--project", str(tmp_path / "runs"),
+                         "--name", "pl"]) == 0
     shutil.copytree(tmp_path / "runs" / "pl" / "labels", tmp_path / "ds" / "labels")
     lines = sum(len(p.read_text().splitlines()) for p in (tmp_path / "ds" / "labels").glob("*.txt"))
     assert lines >= 6 and all(len(line.split()) == 6 for p in (tmp_path / "ds" / "labels").glob("*.txt")

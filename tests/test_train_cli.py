@@ -188,3 +188,27 @@ def test_weights_that_are_not_a_checkpoint_end_training_with_one_line_and_exit_2
         assert train_main(argv) == 2
     failures = [line for line in lines if line.startswith("training failed")]
     assert len(failures) == 1 and failures[0].startswith(f"training failed: {bad} is not"), lines
+
+
+def test_training_on_a_class_subset_and_as_one_class(tmp_path):
+    """`classes:` in the spec and --single-cls reach the model and the checkpoints: the head predicts the chosen
+    classes, named in order; boxes of the other classes are counted as not chosen."""
+    from detect.darknet.pt_files import load_checkpoint
+    from detect.train import main as train_main
+    from tests.log_lines import log_lines
+
+    opts = tiny_options(tmp_path, epochs=1)
+    data = Path(opts.data)
+    data.write_text(data.read_text() + "classes: [triangle, circle]\n")
+    common = ["--data", opts.data, "--hyp", opts.hyp, "--img-size", "64", "--batch-size", "4", "--epochs", "1",
+              "--max-batches", "1", "--workers", "0", "--project", opts.project, "--device", "cpu", "--no-plots",
+              "--cache-dir", opts.cache_dir]
+    with log_lines("detect.data.class_selection") as lines:
+        assert train_main([*common, "--name", "subset"]) == 0
+    assert any("classes triangle, circle" in line and "class_not_chosen" in line for line in lines), lines
+    loaded = load_model(weights=Path(opts.project) / "subset" / "last.pt")
+    assert loaded.model.num_classes == 2
+    assert load_checkpoint(Path(opts.project) / "subset" / "last.pt")["names"] == ["triangle", "circle"]
+    assert train_main([*common, "--name", "one", "--single-cls"]) == 0
+    assert load_model(weights=Path(opts.project) / "one" / "last.pt").model.num_classes == 1
+    assert load_checkpoint(Path(opts.project) / "one" / "last.pt")["names"] == ["object"]

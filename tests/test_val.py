@@ -322,3 +322,34 @@ def test_val_slice_runs_every_tile_and_without_tiles_equals_the_loaders_figures(
     metrics = json.loads((tmp_path / "runs" / "exp3" / "metrics.json").read_text())
     assert metrics["args"]["slice"] == 32 and metrics["args"]["overlap"] == 0.2
     assert main(_val_args(spec, weights, tmp_path, "--slice", "32", "--augment")) == 0  # each tile augmented
+
+
+def test_val_split_test_single_cls_and_a_class_subset(tmp_path, capsys):
+    """--split test evaluates the spec's `test:` entry; --single-cls and `classes:` score what they choose."""
+    spec = write_coco_dataset(tmp_path / "data")
+    spec.write_text(spec.read_text() + "test: images\ntest_annotations: val.json\n")
+    weights = write_tiny_checkpoint(tmp_path)
+    assert main(_val_args(spec, weights, tmp_path, "--name", "v")) == 0
+    assert main(_val_args(spec, weights, tmp_path, "--name", "t", "--split", "test")) == 0
+    val, test = (json.loads((tmp_path / "runs" / n / "metrics.json").read_text()) for n in ("v", "t"))
+    assert test["stats"] == val["stats"] and test["num_images"] == 3
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one = write_tiny_checkpoint(tmp_path / "one", names=["thing"])
+    assert main(_val_args(spec, one, tmp_path, "--name", "s")) == 2
+    assert "--single-cls makes it one class" in capsys.readouterr().err
+    assert main(_val_args(spec, one, tmp_path, "--name", "s", "--single-cls")) == 0
+    single = json.loads((tmp_path / "runs" / "s" / "metrics.json").read_text())
+    assert [c["name"] for c in single["per_class"]] == ["object"] and single["per_class"][0]["instances"] == 6
+    counts = {c["name"]: c["instances"] for c in val["per_class"]}
+    subset = tmp_path / "data" / "subset.yaml"
+    subset.write_text(spec.read_text() + "classes: [blue, red]\n")
+    two = write_tiny_checkpoint(tmp_path / "two", names=["blue", "red"])
+    assert main(_val_args(subset, two, tmp_path, "--name", "c")) == 0
+    chosen = json.loads((tmp_path / "runs" / "c" / "metrics.json").read_text())
+    assert chosen["per_class"] and sum(c["instances"] for c in chosen["per_class"]) < 6
+    assert {c["name"]: c["instances"] for c in chosen["per_class"]} == \
+        {n: counts[n] for n in ("blue", "red") if n in counts}
+    no_test = write_coco_dataset(tmp_path / "plain")
+    assert main(_val_args(no_test, weights, tmp_path, "--split", "test")) == 2
+    assert "key 'test' is missing" in capsys.readouterr().err

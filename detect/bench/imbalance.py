@@ -111,7 +111,7 @@ def run_variant(args, spec: Path, project: Path, variant: str, seed: int) -> dic
         raise RuntimeError(f"{variant} seed {seed}: training failed (exit {proc.returncode}):\n"
                            + proc.stdout[-2000:] + proc.stderr[-2000:])
     val = [sys.executable, "-m", "detect.val", "--weights", str(project / name / "best.pt"), "--data", str(spec),
-           "--img-size", str(args.img_size), "--project", str(project / "val"), "--name", name, "--exist-ok"]
+           "--img-size", str(args.img_size), "--project", str(project / "val"), "--name", name]
     proc = subprocess.run(val, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{variant} seed {seed}: detect.val failed:\n" + proc.stdout[-2000:] + proc.stderr[-2000:])

@@ -55,7 +55,7 @@ def resolve_spec(spec: DataSpec | str | Path, cache_dir: Path | None = None) -> 
     return DataSpec(path=folder, format="coco", train=folder / "images" / "train", val=folder / "images" / "val",
                     train_annotations=folder / "annotations" / "instances_train.json",
                     val_annotations=folder / "annotations" / "instances_val.json",
-                    names=None, source_file=spec.source_file, options=spec.options)
+                    names=None, source_file=spec.source_file, options=spec.options, selection=spec.selection)
 
 
 def open_split(spec: DataSpec | DatasetSource | str | Path, split: str,

@@ -1,7 +1,8 @@
 """Dataset sources: COCO json, YOLO txt and VOC xml splits read into one record format (via the label cache).
 
 A source exposes `records` (list of ImageRecord), `names`, `category_ids` (contiguous class index -> original
-category id, used to write COCO results) and `coco_ground_truth()`: a pycocotools COCO of what the bad-input report
+category id, used to write COCO results; a class selection's own ids, detect.data.class_selection) and
+`coco_ground_truth()`: a pycocotools COCO of what the bad-input report
 kept, the boxes as training sees them. For a COCO json: its own annotations of the kept boxes and crowd regions
 (ids, `area`, `iscrowd` as written; a box clipped to its image is scored clipped, `area` stays the json's); what
 the report dropped is not scored. For YOLO txt and VOC xml: built from the records.
@@ -20,6 +21,7 @@ import numpy as np
 
 from detect.data import voc, yolo_labels
 from detect.data.cache import Fingerprint, SplitLabels, cache_file_for, cached_labels
+from detect.data.class_selection import select_classes
 from detect.data.images import probe_images
 from detect.data.records import BadInputReport, ImageRecord, first_few, validate_boxes_kept
 from detect.data.spec import DataSpec, default_cache_dir
@@ -29,8 +31,9 @@ log = logging.getLogger(__name__)
 class DatasetSource:
     """One split of a dataset: validated records plus what evaluation needs."""
 
-    def __init__(self, spec: DataSpec, split: str, labels: SplitLabels):
+    def __init__(self, spec: DataSpec, split: str, labels: SplitLabels, category_map: dict[int, int] | None = None):
         self.spec, self.split = spec, split
+        self.category_map = category_map  # a class selection's original -> new category id (None: no selection)
         self.records = labels.records
         self.names = list(labels.names)
         self.category_ids = list(labels.category_ids)
@@ -77,6 +80,9 @@ class DatasetSource:
         if len(chosen) != len(self.annotation_index) + len(self.crowd_index) or \
                 any(a.get("image_id") not in sizes for a in chosen):
             raise ValueError(f"{ann_file} changed since its label cache was read; run again (the cache is rebuilt)")
+        if self.category_map is not None:  # crowd regions of the classes not chosen leave too
+            chosen = [dict(a, category_id=self.category_map[a["category_id"]]) for a in chosen
+                      if a["category_id"] in self.category_map]
         xywh = np.array([a["bbox"] for a in chosen], dtype=np.float64).reshape(-1, 4)
         xyxy = np.concatenate([xywh[:, :2], xywh[:, :2] + xywh[:, 2:]], 1)
         size = np.array([sizes[a["image_id"]] * 2 for a in chosen], dtype=np.float64).reshape(-1, 4)
@@ -232,6 +238,9 @@ def open_source(spec: DataSpec, split: str, cache_dir: Path | None = None) -> Da
     else:
         raise ValueError(f"{spec.source_file}: format {spec.format!r} has no files to open; "
                          f"use detect.data.loader, which generates the synthetic dataset first")
+    if spec.selection.active:
+        labels, category_map = select_classes(labels, spec.selection, spec.source_file, what)
+        return DatasetSource(spec, split, labels, category_map)
     return DatasetSource(spec, split, labels)
 
 

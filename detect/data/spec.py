@@ -2,7 +2,10 @@
 
 Keys: `path` (root; relative split paths resolve under it), `format` (coco | yolo | voc | synthetic), `train`
 and `val` (an image folder or a .txt list of image paths), `train_annotations` / `val_annotations` (COCO json,
-format coco), `names` (required for yolo; optional for coco, where the json has them). A relative `path`
+format coco), `names` (required for yolo; optional for coco, where the json has them). Every format but synthetic
+takes an optional `test` split the same way (`test_annotations` for coco), evaluated by `detect.val --split test`.
+`classes` (a list of class names or indices) trains and evaluates on those classes only
+(detect.data.class_selection). A relative `path`
 resolves against the current directory, else against the repository root (so `../shared/...` works from both).
 Format `synthetic` takes `seed`, `train_images`, `val_images` and an optional `path` (the generation folder).
 
@@ -10,7 +13,7 @@ Format `voc` (Pascal VOC xml, detect.data.voc): `train` / `val` are one entry or
 a VOCdevkit year folder and ImageSets split (`VOC2007/trainval`: `VOC2007/ImageSets/Main/trainval.txt` lists
 the stems, `VOC2007/Annotations`, `VOC2007/JPEGImages`) or a list file of image names or stems of a flat
 layout (images in `images:`, default `images/`; xml in `annotations:`, default the first of `annotations/`,
-`annots/`, `Annotations/`). `val_fraction: 0.2` instead of `val` draws val from the train entries (from every
+`annots/`, `Annotations/`). `test` takes entries as `val` does. `val_fraction: 0.2` instead of `val` draws val from the train entries (from every
 image of the flat layout when `train` is absent) by a hash of each stem. `names` is optional: without it the
 class names of the xml files of all splits are used, sorted.
 """
@@ -19,21 +22,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
+from detect.data.class_selection import ClassSelection, parse_classes
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ("coco", "yolo", "voc", "synthetic")
 REQUIRED_KEYS = {
-    "coco": ("path", "train", "val", "train_annotations", "val_annotations"),
+    "coco": ("path", "train", "val", "train_annotations", "val_annotations"),  # test, test_annotations optional
     "yolo": ("path", "train", "val", "names"),
     "voc": ("path",),
     "synthetic": (),
 }
-SPLITS = ("train", "val")
-VOC_KEYS = ("train", "val", "val_fraction", "images", "annotations")
+SPLITS = ("train", "val", "test")
+VOC_KEYS = ("train", "val", "test", "val_fraction", "images", "annotations")
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class VocOptions:
 
     train: tuple[str, ...] = ()  # empty with val_fraction: every image of the flat layout
     val: tuple[str, ...] = ()
+    test: tuple[str, ...] = ()
     val_fraction: float | None = None  # share of the train entries drawn as val
     images: Path | None = None  # flat layout: the `images:` key resolved; None = <path>/images
     annotations: Path | None = None  # flat layout: the `annotations:` key; None = the first default that exists
@@ -55,10 +61,25 @@ class DataSpec:
     val: Path | None = None
     train_annotations: Path | None = None
     val_annotations: Path | None = None
+    test: Path | None = None
+    test_annotations: Path | None = None
     names: tuple[str, ...] | None = None
     source_file: str = "<dict>"
     options: dict = field(default_factory=dict)  # format-specific extras (synthetic: seed, sizes)
-    voc: VocOptions | None = None  # format voc; its `train` / `val` fields are then `path` when the split exists
+    voc: VocOptions | None = None  # format voc; its `train` / `val` / `test` fields are then `path` when it exists
+    selection: ClassSelection = ClassSelection()  # `classes:` of the spec; --single-cls sets single_cls
+
+    def has_split(self, split: str) -> bool:
+        if self.voc is not None:
+            drawn = split != "test" and self.voc.val_fraction is not None  # train and val drawn from one pool
+            return bool(getattr(self.voc, split)) or drawn
+        return getattr(self, split) is not None or (self.format == "synthetic" and split != "test")
+
+    def with_single_cls(self, single_cls: bool = True) -> DataSpec:
+        """The spec with --single-cls applied (every chosen class becomes one)."""
+        if not single_cls:
+            return self
+        return replace(self, selection=ClassSelection(self.selection.classes, single_cls=True))
 
     def images(self, split: str) -> Path:
         return self._split_path(split, "")
@@ -71,8 +92,9 @@ class DataSpec:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         key = split + suffix
         value = getattr(self, key)
-        if value is None:
-            raise ValueError(f"{self.source_file}: key {key!r} is missing (format {self.format})")
+        if value is None or (self.voc is not None and not self.has_split(split)):
+            hint = " (an optional split: add it to the spec to evaluate it)" if split == "test" else ""
+            raise ValueError(f"{self.source_file}: key {key!r} is missing (format {self.format}){hint}")
         if not value.exists():
             raise FileNotFoundError(f"{self.source_file}: {key} = {value} does not exist; "
                                     f"set `path` in the spec or override it (e.g. path=/data/coco)")
@@ -131,6 +153,7 @@ def _voc_entries(raw, key: str, source: str) -> tuple[str, ...]:
 
 def _voc_options(raw: Mapping, root: Path, source: str) -> VocOptions:
     train, val = _voc_entries(raw.get("train"), "train", source), _voc_entries(raw.get("val"), "val", source)
+    test = _voc_entries(raw.get("test"), "test", source)
     fraction = raw.get("val_fraction")
     if fraction is not None:
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
@@ -142,7 +165,7 @@ def _voc_options(raw: Mapping, root: Path, source: str) -> VocOptions:
         raise ValueError(f"{source}: format voc needs `train` and `val` (entries such as VOC2007/trainval or "
                          f"train.txt), or `val_fraction` to draw val from train")
     folders = {k: root / str(raw[k]) if raw.get(k) else None for k in ("images", "annotations")}
-    return VocOptions(train, val, None if fraction is None else float(fraction), **folders)
+    return VocOptions(train, val, test, None if fraction is None else float(fraction), **folders)
 
 
 def spec_from_dict(raw: Mapping, source: str = "<dict>") -> DataSpec:
@@ -152,21 +175,25 @@ def spec_from_dict(raw: Mapping, source: str = "<dict>") -> DataSpec:
     missing = [k for k in REQUIRED_KEYS[fmt] if raw.get(k) in (None, "")]
     if missing:
         raise ValueError(f"{source}: missing key(s) {', '.join(missing)} for format {fmt}")
+    selection = ClassSelection(parse_classes(raw.get("classes"), source))
     if fmt == "voc":
         root = _resolve_root(str(raw["path"]), source)
-        known = {"path", "format", "names", *VOC_KEYS}
-        return DataSpec(root, fmt, train=root, val=root, names=_parse_names(raw.get("names"), source),
+        known = {"path", "format", "names", "classes", *VOC_KEYS}
+        return DataSpec(root, fmt, train=root, val=root, test=root, names=_parse_names(raw.get("names"), source),
                         source_file=source, options={k: v for k, v in raw.items() if k not in known},
-                        voc=_voc_options(raw, root, source))
+                        voc=_voc_options(raw, root, source), selection=selection)
     root = _resolve_root(str(raw["path"]), source) if raw.get("path") not in (None, "") and fmt != "synthetic" \
         else (Path(raw["path"]).expanduser() if raw.get("path") else None)
-    split_keys = ("train", "val", "train_annotations", "val_annotations")
+    split_keys = ("train", "val", "test", "train_annotations", "val_annotations", "test_annotations")
+    if fmt == "coco" and bool(raw.get("test")) != bool(raw.get("test_annotations")):
+        raise ValueError(f"{source}: format coco takes `test` and `test_annotations` together (the image folder and "
+                         f"its json), got only {'test' if raw.get('test') else 'test_annotations'}")
     paths = {k: (root / str(raw[k]) if root is not None else Path(str(raw[k]))) if raw.get(k) else None
              for k in split_keys}
-    known = set(split_keys) | {"path", "format", "names"}
+    known = set(split_keys) | {"path", "format", "names", "classes"}
     options = {k: v for k, v in raw.items() if k not in known}
     return DataSpec(root, fmt, names=_parse_names(raw.get("names"), source), source_file=source,
-                    options=options, **paths)
+                    options=options, selection=selection, **paths)
 
 
 def load_data_spec(path: str | Path, overrides: Mapping | None = None) -> DataSpec:

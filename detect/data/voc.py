@@ -139,7 +139,7 @@ def is_val_stem(stem: str, fraction: float) -> bool:
 def split_items(spec: DataSpec, split: str) -> list[VocItem]:
     """The images of a split (with their xml), in the order the spec lists them (sorted stems for folders)."""
     opts = spec.voc
-    if opts.val_fraction is None:
+    if opts.val_fraction is None or split == "test":
         return [it for entry in getattr(opts, split) for it in _entry_items(spec, split, entry)]
     if opts.train:
         pool = [it for entry in opts.train for it in _entry_items(spec, "train", entry)]
@@ -147,13 +147,14 @@ def split_items(spec: DataSpec, split: str) -> list[VocItem]:
         images, annotations = _flat_folders(spec)
         stems = sorted(set(_files_by_stem(images, lambda n: is_image_file(Path(n))))
                        | set(_files_by_stem(annotations, lambda n: n.endswith(".xml"))))
-        pool = _items(stems, images, annotations, None)
+        test = {it.stem for it in split_items(spec, "test")}  # every image but the test split's
+        pool = _items([s for s in stems if s not in test], images, annotations, None)
     return [it for it in pool if is_val_stem(it.stem, opts.val_fraction) == (split == "val")]
 
 
 def all_xml_files(spec: DataSpec) -> list[Path]:
-    """The xml files of every split (class names are collected from all of them, so train and val agree)."""
-    return sorted({it.xml for split in ("train", "val") for it in split_items(spec, split) if it.xml})
+    """The xml files of every split (class names are collected from all of them, so the splits agree)."""
+    return sorted({it.xml for split in ("train", "val", "test") for it in split_items(spec, split) if it.xml})
 
 
 def fingerprint(items: list[VocItem], names, xml_files: list[Path]) -> str:

@@ -27,7 +27,7 @@ HYP_FROM_CFG = "cfg"  # --hyp cfg: the cfg's own training keys (detect.engine.cf
 class TrainOptions:
     """The run's settings (flags); hyperparameters are `detect.engine.config.Hyp`, read from `hyp`."""
 
-    cfg: str | None = None  # None: a .pt --weights' own cfg, else DEFAULT_CFG (detect.engine.setup.choose_cfg)
+    cfg: str | None = None  # None: a .pt --weights' own cfg, else DEFAULT_CFG (detect.engine.run_plan.choose_cfg)
     data: str = str(DEFAULT_DATA)
     hyp: str | None = None  # None: the defaults of detect.engine.config (cfg/hyp.yaml lists them)
     weights: str | None = None
@@ -55,6 +55,7 @@ class TrainOptions:
     patience: int | None = None  # stop after this many evaluations without a better fitness (None: off)
     save_period: int | None = None  # also keep a lean epoch<N>.pt every this many epochs (None: off)
     max_batches: int | None = None
+    single_cls: bool = False  # every class of --data becomes one (detect.data.class_selection)
     sampler: str = "uniform"  # uniform | repeat-factor (detect.data.samplers.RepeatFactorSampler)
     repeat_thresh: float = 0.1  # repeat-factor sampling: classes in fewer than this fraction of images repeat
     cache_dir: str | None = None
@@ -144,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-period", type=int, default=None,
                    help="also keep epoch<N>.pt (lean, as best.pt) every N epochs (default: off)")
     p.add_argument("--max-batches", type=int, default=None, help="stop each epoch after N micro-batches (smoke runs)")
+    p.add_argument("--single-cls", action="store_true",
+                   help="train every class of --data (or of its `classes:` choice) as one class")
     p.add_argument("--sampler", default=d.sampler, choices=("uniform", "repeat-factor"),
                    help="uniform: every image once per epoch; repeat-factor: images holding rare classes more "
                         "often (LVIS repeat-factor sampling, --repeat-thresh)")

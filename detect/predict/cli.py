@@ -22,18 +22,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
-import json
 import logging
 import os
-import re
-import sys
 import time
-from collections import Counter, deque
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from itertools import islice
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import detect.runtime.cpu_threads  # first: sets OMP_WAIT_POLICY before torch loads (README "CPU inference")
 
@@ -42,19 +37,14 @@ import cv2
 import numpy as np
 import torch
 
-from detect.api import (
-    InferenceSettings,
-    add_slice_flags,
-    default_names,
-    detect_images,
-    is_onnx_path,
-    load_tool_model,
-)
-from detect.data.images import IMAGE_SUFFIXES, BadImage, read_image
+from detect.api import InferenceSettings, add_slice_flags, detect_images
+from detect.data.images import BadImage, read_image
 from detect.data.spec import read_class_names
+from detect.export.loading import default_names, is_onnx_path, load_tool_model
+from detect.predict.inputs import Input, UnreadableSource, list_sources
+from detect.predict.outputs import draw, open_writer, save_results, summary, write_image
 from detect.runtime import dist
 from detect.runtime.commands import run_command
-from detect.runtime.files import atomic_write_bytes, atomic_write_text
 from detect.runtime.interrupts import deferred_interrupt
 from detect.runtime.log import setup_logging
 from detect.runtime.precision import AMP_DTYPES, amp_dtype
@@ -62,7 +52,6 @@ from detect.runtime.runs import next_run_dir
 from detect.streams.reader import (
     DEFAULT_RETRIES,
     DEFAULT_RETRY_WAIT_S,
-    VIDEO_SUFFIXES,
     FrameReader,
     is_stream,
     open_stream,
@@ -70,8 +59,6 @@ from detect.streams.reader import (
 )
 
 log = logging.getLogger("detect.predict")  # not __name__: under `python -m` that is __main__, outside `detect`
-MEDIA_SUFFIXES = IMAGE_SUFFIXES + VIDEO_SUFFIXES
-_FRAME_NAME = re.compile(r"(.+)_\d+")  # <video output name>_<frame>
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -88,6 +75,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--recursive", action="store_true",
                    help="search a --source folder's sub-folders too (default off: only the files directly in "
                         "it; the sub-folders left out are counted in the log); outputs mirror the sub-paths")
+    p.add_argument("--save-txt", action="store_true",
+                   help="labels/*.txt (YOLO labels, as train.py reads them) are always written; the flag is "
+                        "accepted for the spelling other YOLO tools use")
     p.add_argument("--save-conf", action="store_true",
                    help="append each box's confidence to its labels/*.txt line (train.py reads such pseudo-labels, "
                         "the 6th column ignored and counted)")
@@ -138,149 +128,12 @@ def default_workers() -> int:
     return min(4, os.cpu_count() or 1)
 
 
-@dataclass(frozen=True)
-class Input:
-    """One file to detect in: its path below --source (an annotated image's path in the run folder) and the
-    name of its other outputs (no extension; `output_names`)."""
-
-    path: Path
-    relative: str
-    output: str
-
-    @property
-    def is_video(self) -> bool:
-        return self.path.suffix.lower() in VIDEO_SUFFIXES
-
-
-def list_sources(source: str, recursive: bool = False) -> list[Input]:
-    """The image and video files `source` names (a file, a folder, its sub-folders too with `recursive`, or a
-    glob), sorted, each with its output name (`output_names`)."""
-    path = Path(source)
-    if path.is_dir():
-        entries = sorted(path.rglob("*") if recursive else path.iterdir())
-        files = [p for p in entries if p.is_file() and p.suffix.lower() in MEDIA_SUFFIXES]
-        others = [p.relative_to(path).as_posix() for p in entries
-                  if p.is_file() and p.suffix.lower() not in MEDIA_SUFFIXES]
-        if others:  # a folder of photos often holds other files: say which were left out, once
-            log.info("--source %s: %d file(s) neither image nor video ignored: %s", source, len(others),
-                     ", ".join(others[:5]) + (", ..." if len(others) > 5 else ""))
-        folders = 0 if recursive else sum(p.is_dir() for p in entries)
-        if folders:
-            log.info("--source %s: %d sub-folder(s) not searched (--recursive searches them)", source,
-                     folders)
-        root = path
-    elif path.is_file():
-        files, root = [path], path.parent
-    else:
-        files = sorted(Path(p) for p in glob.glob(source, recursive=True) if Path(p).is_file())
-        root = glob_root(source)
-    files = [f for f in files if f.suffix.lower() in MEDIA_SUFFIXES]
-    if not files:
-        raise FileNotFoundError(f"--source {source}: no such file, or no image or video file matches it "
-                                f"(images: {', '.join(IMAGE_SUFFIXES)}; videos: {', '.join(VIDEO_SUFFIXES)})")
-    relative = [_below(f, root) for f in files]
-    return [Input(f, r, name) for f, r, name in zip(files, relative, output_names(relative))]
-
-
-def glob_root(pattern: str) -> Path:
-    """The folder a glob's matches are named below: its leading folders without a wildcard."""
-    fixed = []
-    for part in Path(pattern).parts[:-1]:
-        if glob.has_magic(part):
-            break
-        fixed.append(part)
-    return Path(*fixed) if fixed else Path(".")
-
-
-def _below(path: Path, root: Path) -> str:
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return path.name
-
-
-def output_names(relative: list[str]) -> list[str]:
-    """The output name (no extension) of each input, given its distinct path below --source: the path without
-    its suffix, unless inputs would share output files: inputs of the same name (a.jpg, a.png) and an image named
-    like a video's frame (clip_3.jpg; clip.mp4 writes clip_0, clip_1, ...) are each named by their whole path
-    instead (a.jpg, a.png; clip_3.jpg, clip.mp4), until no two inputs share a name (whole paths never do)."""
-    names = [str(PurePosixPath(r).with_suffix("")) for r in relative]
-    while True:
-        counts = Counter(names)
-        videos = {n for n, r in zip(names, relative) if Path(r).suffix.lower() in VIDEO_SUFFIXES}
-        clashing = {n for n in names if counts[n] > 1}
-        for n, r in zip(names, relative):
-            match = _FRAME_NAME.fullmatch(n)
-            if match and match.group(1) in videos and Path(r).suffix.lower() not in VIDEO_SUFFIXES:
-                clashing |= {n, match.group(1)}
-        renamed = [r if n in clashing else n for n, r in zip(names, relative)]
-        if renamed == names:
-            return names
-        names = renamed
-
-
-class UnreadableSource(ValueError):
-    """An image or video that cannot be decoded: skipped, and counted in the summary."""
-
-
 def detect(model, image_bgr: np.ndarray, img_size: int, device, conf: float, iou: float,
            max_det: int, square: bool = False) -> torch.Tensor:
     """Rows (x1, y1, x2, y2, score, class) in the image's own pixels. The input is letterboxed as detect.val
     does it (the image's rect canvas, or a square one), so both see an image the same way (detect.api)."""
     settings = InferenceSettings(img_size, conf, iou, max_det, square)
     return detect_images(model, [image_bgr], settings, device)[0]
-
-
-def class_colour(k: int) -> tuple[int, int, int]:
-    """A distinct, stable BGR colour per class (golden-angle hues)."""
-    hue = int((k * 137.508) % 180)
-    bgr = cv2.cvtColor(np.array([[[hue, 200, 230]]], np.uint8), cv2.COLOR_HSV2BGR)[0, 0]
-    return int(bgr[0]), int(bgr[1]), int(bgr[2])
-
-
-def draw(image: np.ndarray, det: torch.Tensor, names: list[str]) -> np.ndarray:
-    out = image.copy()
-    thickness = max(1, round(sum(image.shape[:2]) / 600))
-    for x1, y1, x2, y2, score, k in det.tolist():
-        colour = class_colour(int(k))
-        p1, p2 = (int(x1), int(y1)), (int(x2), int(y2))
-        cv2.rectangle(out, p1, p2, colour, thickness, cv2.LINE_AA)
-        label = f"{names[int(k)]} {score:.2f}"
-        (tw, th), base = cv2.getTextSize(label, cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, 1)
-        top = p1[1] - th - base if p1[1] - th - base >= 0 else p1[1]
-        cv2.rectangle(out, (p1[0], top), (p1[0] + tw, top + th + base), colour, -1)
-        cv2.putText(out, label, (p1[0], top + th), cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, (255, 255, 255),
-                    1, cv2.LINE_AA)
-    return out
-
-
-def save_results(det: torch.Tensor, names: list[str], shape, stem: str, run_dir: Path, source: str,
-                 save_conf: bool = False) -> None:
-    """labels/<stem>.txt (YOLO labels: class cx cy w h normalised, as train.py reads them; `save_conf` appends the
-    confidence) and json/<stem>.json (pixels, with confidences)."""
-    h, w = shape[:2]
-    lines, objects = [], []
-    for x1, y1, x2, y2, score, k in det.tolist():
-        lines.append(f"{int(k)} {(x1 + x2) / 2 / w:.6f} {(y1 + y2) / 2 / h:.6f} {(x2 - x1) / w:.6f} "
-                     f"{(y2 - y1) / h:.6f}" + (f" {score:.5f}" if save_conf else ""))
-        objects.append({"class": int(k), "name": names[int(k)], "confidence": round(score, 5),
-                        "box_xyxy": [round(v, 2) for v in (x1, y1, x2, y2)]})
-    atomic_write_text(run_dir / "labels" / f"{stem}.txt", "".join(line + "\n" for line in lines))
-    record = {"source": source, "width": w, "height": h, "detections": objects}
-    atomic_write_text(run_dir / "json" / f"{stem}.json", json.dumps(record, indent=1))
-
-
-def write_image(path: Path, image: np.ndarray) -> None:
-    """Encode in the format of `path`'s suffix and write it atomically."""
-    ok, data = cv2.imencode(path.suffix or ".jpg", image)
-    if not ok:
-        raise ValueError(f"{path}: OpenCV cannot encode an image as {path.suffix!r}")
-    atomic_write_bytes(path, data.tobytes())
-
-
-def summary(det: torch.Tensor, names: list[str]) -> str:
-    counts = Counter(int(k) for k in det[:, 5].tolist())
-    return ", ".join(f"{n} {names[k]}" for k, n in sorted(counts.items())) or "no detections"
 
 
 def decode_ahead(paths: list[Path], workers: int):
@@ -437,19 +290,9 @@ def predict_frames(model, reader: FrameReader, output: str, names, run_dir: Path
     return written
 
 
-def open_writer(path: Path, fps: float, frame: np.ndarray) -> tuple[cv2.VideoWriter, tuple[int, int]]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    size = (frame.shape[1], frame.shape[0])
-    return cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, size), size
-
-
 def main(argv=None) -> int:
     """0 on success, 2 for a user's mistake, 130 when Ctrl-C ended the run (what was written is whole)."""
     try:
         return run_command(parse_args, run, argv)
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

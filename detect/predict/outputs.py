@@ -1,0 +1,76 @@
+"""What predict writes per image or frame: the annotated picture, YOLO labels and json, and the video file."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+
+from detect.runtime.files import atomic_write_bytes, atomic_write_text
+
+
+def class_colour(k: int) -> tuple[int, int, int]:
+    """A distinct, stable BGR colour per class (golden-angle hues)."""
+    hue = int((k * 137.508) % 180)
+    bgr = cv2.cvtColor(np.array([[[hue, 200, 230]]], np.uint8), cv2.COLOR_HSV2BGR)[0, 0]
+    return int(bgr[0]), int(bgr[1]), int(bgr[2])
+
+
+
+def draw(image: np.ndarray, det: torch.Tensor, names: list[str]) -> np.ndarray:
+    out = image.copy()
+    thickness = max(1, round(sum(image.shape[:2]) / 600))
+    for x1, y1, x2, y2, score, k in det.tolist():
+        colour = class_colour(int(k))
+        p1, p2 = (int(x1), int(y1)), (int(x2), int(y2))
+        cv2.rectangle(out, p1, p2, colour, thickness, cv2.LINE_AA)
+        label = f"{names[int(k)]} {score:.2f}"
+        (tw, th), base = cv2.getTextSize(label, cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, 1)
+        top = p1[1] - th - base if p1[1] - th - base >= 0 else p1[1]
+        cv2.rectangle(out, (p1[0], top), (p1[0] + tw, top + th + base), colour, -1)
+        cv2.putText(out, label, (p1[0], top + th), cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, (255, 255, 255),
+                    1, cv2.LINE_AA)
+    return out
+
+
+
+def save_results(det: torch.Tensor, names: list[str], shape, stem: str, run_dir: Path, source: str,
+                 save_conf: bool = False) -> None:
+    """labels/<stem>.txt (YOLO labels: class cx cy w h normalised, as train.py reads them; `save_conf` appends the
+    confidence) and json/<stem>.json (pixels, with confidences)."""
+    h, w = shape[:2]
+    lines, objects = [], []
+    for x1, y1, x2, y2, score, k in det.tolist():
+        lines.append(f"{int(k)} {(x1 + x2) / 2 / w:.6f} {(y1 + y2) / 2 / h:.6f} {(x2 - x1) / w:.6f} "
+                     f"{(y2 - y1) / h:.6f}" + (f" {score:.5f}" if save_conf else ""))
+        objects.append({"class": int(k), "name": names[int(k)], "confidence": round(score, 5),
+                        "box_xyxy": [round(v, 2) for v in (x1, y1, x2, y2)]})
+    atomic_write_text(run_dir / "labels" / f"{stem}.txt", "".join(line + "\n" for line in lines))
+    record = {"source": source, "width": w, "height": h, "detections": objects}
+    atomic_write_text(run_dir / "json" / f"{stem}.json", json.dumps(record, indent=1))
+
+
+
+def write_image(path: Path, image: np.ndarray) -> None:
+    """Encode in the format of `path`'s suffix and write it atomically."""
+    ok, data = cv2.imencode(path.suffix or ".jpg", image)
+    if not ok:
+        raise ValueError(f"{path}: OpenCV cannot encode an image as {path.suffix!r}")
+    atomic_write_bytes(path, data.tobytes())
+
+
+
+def summary(det: torch.Tensor, names: list[str]) -> str:
+    counts = Counter(int(k) for k in det[:, 5].tolist())
+    return ", ".join(f"{n} {names[k]}" for k, n in sorted(counts.items())) or "no detections"
+
+
+
+def open_writer(path: Path, fps: float, frame: np.ndarray) -> tuple[cv2.VideoWriter, tuple[int, int]]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = (frame.shape[1], frame.shape[0])
+    return cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, size), size
