@@ -19,7 +19,7 @@ import torch
 from detect.darknet.pt_files import checkpoint_state_dict, is_torch_checkpoint, load_checkpoint
 
 from .model import Darknet
-from .packed import pack_convolutions
+from .packed import pack_model
 from .weights import load_weights
 
 log = logging.getLogger(__name__)
@@ -114,5 +114,5 @@ def for_inference(model: Darknet, device: torch.device, pack: bool = True) -> Da
     if uses_channels_last(device):
         model.to(memory_format=torch.channels_last)
     if pack and device.type == "cpu":
-        pack_convolutions(model)
+        pack_model(model)
     return model

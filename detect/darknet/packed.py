@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from .layers import ConvBlock
+from .resample import MaxPool
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,15 @@ def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
     a_bytes, b_bytes = (torch.frombuffer((ctypes.c_uint8 * size).from_address(torch.ops.mkldnn.data_ptr(t)),
                                          dtype=torch.uint8) for t in (a, b))
     return torch.equal(a_bytes, b_bytes)
+
+
+def pack_model(model: nn.Module, batch: int = 1) -> int:
+    """The CPU inference path: `pack_convolutions`, and max-pools as running maxima of views
+    (detect.darknet.resample.view_max_pool); returns how many convolutions were packed."""
+    for layer in model.layers:
+        if isinstance(layer, MaxPool):
+            layer.by_views = True
+    return pack_convolutions(model, batch)
 
 
 def pack_convolutions(model: nn.Module, batch: int = 1) -> int:

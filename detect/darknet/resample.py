@@ -31,12 +31,15 @@ class MaxPool(nn.Module):
         super().__init__()
         self.size, self.stride_y, self.stride_x, self.padding = size, stride_y, stride_x, padding
         self.depth, self.out_channels = depth, out_channels
+        self.by_views = False  # CPU inference (detect.darknet.packed.pack_model): `view_max_pool`
 
     def forward(self, x):
         if self.depth:
             return self._depth_pool(x)
         left, right, top, bottom = _pool_pads(x.shape[2], x.shape[3], self.size, self.stride_y, self.stride_x,
                                               self.padding)
+        if self.by_views and not (torch.is_grad_enabled() and x.requires_grad):
+            return view_max_pool(x, self.size, self.stride_y, self.stride_x, (left, right, top, bottom))
         stride = (self.stride_y, self.stride_x)
         if left == right == top == bottom and left <= self.size // 2:
             return F.max_pool2d(x, self.size, stride, padding=left)  # PyTorch pads with −∞ internally
@@ -55,6 +58,38 @@ class MaxPool(nn.Module):
     def extra_repr(self) -> str:
         return (f"size={self.size}, stride=({self.stride_y}, {self.stride_x}), padding={self.padding}, "
                 f"depth={self.depth}")
+
+
+def view_max_pool(x: torch.Tensor, size: int, stride_y: int, stride_x: int,
+                  pads: tuple[int, int, int, int]) -> torch.Tensor:
+    """max_pool2d as running maxima of strided views, separably (a row pass, then a column pass), outside the
+    map -inf: the same values as F.max_pool2d, in x's memory layout. On the CPU with NHWC activations each pass
+    runs along contiguous channels, where ATen's max_pool2d kernel (which also computes indices) was measured
+    several times slower on AVX2 (README, "CPU inference"); for inference only (no indices, no gradient)."""
+    left, right, top, bottom = pads
+    if left or right or top or bottom:
+        n, c, h, w = x.shape
+        padded = torch.empty((n, c, h + top + bottom, w + left + right), dtype=x.dtype, device=x.device,
+                             memory_format=_layout(x)).fill_(float("-inf"))
+        padded[:, :, top:top + h, left:left + w] = x
+        x = padded
+    out_h, out_w = (x.shape[2] - size) // stride_y + 1, (x.shape[3] - size) // stride_x + 1
+    rows = _running_max([x[:, :, :, j:j + (out_w - 1) * stride_x + 1:stride_x] for j in range(size)])
+    return _running_max([rows[:, :, i:i + (out_h - 1) * stride_y + 1:stride_y] for i in range(size)])
+
+
+def _running_max(views: list[torch.Tensor]) -> torch.Tensor:
+    if len(views) == 1:
+        return views[0].clone()
+    out = torch.maximum(views[0], views[1])
+    for view in views[2:]:
+        torch.maximum(out, view, out=out)
+    return out
+
+
+def _layout(x: torch.Tensor) -> torch.memory_format:
+    return torch.channels_last if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) \
+        and not x.is_contiguous() else torch.contiguous_format
 
 
 class LocalAvgPool(nn.Module):

@@ -185,3 +185,42 @@ def test_yolov3_tiny_packed_keeps_the_outputs_on_predicts_rect_canvases(shared):
         for _ in range(2):  # the first pass at each shape packs its weights, the second runs on them
             for x, rows in zip(batches, expected):
                 _assert_rows_close(packed(x), rows)
+
+
+@pytest.mark.parametrize("size,stride_y,stride_x,padding", [(2, 2, 2, 0), (2, 1, 1, 1), (3, 2, 2, 2), (5, 1, 1, 4),
+                                                             (13, 1, 1, 12), (3, 1, 2, 0), (1, 1, 1, 0)])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_view_max_pool_equals_max_pool2d_in_the_input_layout(size, stride_y, stride_x, padding, channels_last):
+    """The CPU inference max-pool (running maxima of views) gives max_pool2d's exact values, Darknet's padding
+    included, keeps NHWC activations NHWC, and is used only without a gradient."""
+    from detect.darknet.resample import MaxPool
+
+    pool = MaxPool(size, stride_y, stride_x, padding)
+    x = torch.randn(2, 24, 13, 17)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    expected = pool(x)
+    pool.by_views = True
+    with torch.no_grad():
+        got = pool(x)
+    assert torch.equal(got, expected)
+    assert got.is_contiguous(memory_format=torch.channels_last) == channels_last
+    trained = pool(x.clone().requires_grad_())
+    assert trained.grad_fn is not None and "MaxPool" in type(trained.grad_fn).__name__
+
+
+def test_for_inference_on_the_cpu_pools_by_views_with_the_same_outputs():
+    from detect.darknet.resample import MaxPool
+    from tests.darknet.test_oracle import GRAPH_CFG
+
+    torch.manual_seed(0)
+    model = Darknet(GRAPH_CFG)
+    randomize_weights(model)
+    model.eval()
+    x = torch.rand(2, model.net_options["channels"], *model.input_size)
+    with torch.no_grad():
+        expected = model(x)
+        inference = for_inference(model, torch.device("cpu"))
+        pools = [layer for layer in inference.layers if isinstance(layer, MaxPool)]
+        assert len(pools) >= 4 and all(pool.by_views for pool in pools)
+        assert relative_error(inference(x), expected) < 1e-4
