@@ -135,20 +135,20 @@ def test_a_fine_tune_from_a_pt_without_cfg_trains_the_pts_model(tmp_path, caplog
     of 70 tensors; a --cfg that differs is honoured, with a warning."""
     from tests.log_lines import log_lines
 
-    caplog.set_level("INFO", logger="detect.engine.setup")
+    caplog.set_level("INFO", logger="detect.engine.run_plan")
     wide = tmp_path / "wide.cfg"
     wide.write_text((ROOT / "cfg" / "yolo-mini.cfg").read_text().replace("filters=16", "filters=24", 1))
     first = tiny_options(tmp_path, cfg=str(wide), epochs=1, name="first")
     run(first, dist.init_distributed("cpu"))
     best = tmp_path / "runs" / "first" / "best.pt"
-    with log_lines("detect.engine.setup") as lines:
+    with log_lines("detect.engine.run_plan") as lines:
         trainer = build_trainer(tiny_options(tmp_path, weights=str(best), epochs=1, name="second"),
                                 dist.init_distributed("cpu"))
     trainer.setup.train_loader.close()
     assert f"cfg: the one {best} was trained with (no --cfg given)" in lines
     assert trainer.setup.model.cfg_text == torch.load(best, weights_only=True)["cfg_text"]
     assert trainer.setup.model.layers[0].conv.out_channels == 24
-    with log_lines("detect.engine.setup") as lines:
+    with log_lines("detect.engine.run_plan") as lines:
         other = build_trainer(tiny_options(tmp_path, weights=str(best), epochs=1, name="third",
                                            cfg=str(ROOT / "cfg" / "yolo-mini.cfg")), dist.init_distributed("cpu"))
     other.setup.train_loader.close()
