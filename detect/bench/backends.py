@@ -205,8 +205,20 @@ def predict_models(model: Darknet, size: int, threads: int,
     return models, problems
 
 
+def int8_backend(onnx_path: Path, data: str, x: np.ndarray, threads: int, workdir: Path) -> Backend:
+    """onnxruntime on the int8 graph `detect.export --int8 --data DATA` writes (calibrated on DATA's training
+    images) of the same float export."""
+    from detect.export.quantize import DEFAULT_CALIBRATION_IMAGES, calibration_images, quantize_int8
+
+    int8_path = workdir / "model-int8.onnx"
+    quantize_int8(onnx_path, int8_path, calibration_images(data, DEFAULT_CALIBRATION_IMAGES), tuple(x.shape[2:]))
+    backend = onnxruntime_backend(int8_path.read_bytes(), x, threads)
+    return Backend("onnxruntime-int8", backend.run, backend.output,
+                   f"{backend.note}, detect.export --int8 --data {data}")
+
+
 def build_backends(model: Darknet, x: torch.Tensor, threads: int, workdir: Path, weights: Path,
-                   opencv_path: str | None) -> tuple[list[Backend], list[str]]:
+                   opencv_path: str | None, int8_data: str | None = None) -> tuple[list[Backend], list[str]]:
     """Every backend that can run here on input `x` [1, 3, H, W]; lines saying why the others did not."""
     backends = torch_backends(model, x)
     problems = []
@@ -214,8 +226,11 @@ def build_backends(model: Darknet, x: torch.Tensor, threads: int, workdir: Path,
     onnx_bytes = export_onnx_bytes(copy.deepcopy(model).fuse().eval(), *x.shape[:1], *x.shape[2:])
     onnx_path = workdir / "model.onnx"
     onnx_path.write_bytes(onnx_bytes)
-    for name, make in (("onnxruntime", lambda: onnxruntime_backend(onnx_bytes, blob, threads)),
-                       ("opencv-onnx", lambda: opencv_onnx_backend(onnx_path, blob, threads))):
+    makers = [("onnxruntime", lambda: onnxruntime_backend(onnx_bytes, blob, threads)),
+              ("opencv-onnx", lambda: opencv_onnx_backend(onnx_path, blob, threads))]
+    if int8_data:
+        makers.insert(1, ("onnxruntime-int8", lambda: int8_backend(onnx_path, int8_data, blob, threads, workdir)))
+    for name, make in makers:
         try:
             backends.append(make())
         except Exception as error:  # noqa: BLE001 - a runtime that cannot load the model is reported, not fatal

@@ -50,6 +50,8 @@ def parse_args(argv):
     parser.add_argument("--image", help="an image for the comparison (letterboxed to --img; default: noise)")
     parser.add_argument("--opencv-path", help="folder holding an OpenCV 4.x cv2 package (e.g. pip install "
                         "--target DIR opencv-python-headless==4.*), run in a child process for its Darknet importer")
+    parser.add_argument("--int8-data", metavar="SPEC",
+                        help="also time the int8 graph of detect.export --int8, calibrated on SPEC's train images")
     parser.add_argument("--images", help="a folder of real images: also time predict's own path on them "
                         "(detect.api.detect_images, batch 1, rect canvases and --square) per CPU backend")
     parser.add_argument("--image-count", type=int, default=16,
@@ -140,7 +142,8 @@ def compare_backends(model: Darknet, x: torch.Tensor, args) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-model-") as tmp:
         workdir = Path(tmp)
         weights = darknet_weights_for(model, args.weights, workdir)
-        backends, problems = build_backends(model, x, args.threads, workdir, weights, args.opencv_path)
+        backends, problems = build_backends(model, x, args.threads, workdir, weights, args.opencv_path,
+                                            args.int8_data)
         try:
             with torch.inference_mode():
                 reference = model(x).numpy()

@@ -6,7 +6,11 @@
     python -m detect.export --cfg cfg/yolov3-tiny.cfg --weights yolov3-tiny.weights --names cfg/coco.names
     python -m detect.export --weights best.pt --format darknet                      # best.cfg/.weights/.names
 
+    python -m detect.export --weights best.pt --int8 --data data/my.yaml           # best-int8.onnx, for CPUs
+
 `--half` writes an fp16 graph, meant for GPU runtimes (CPU runtimes run fp16 convolutions slowly, if at all).
+`--int8` quantizes the convolutions for CPU inference, calibrated on images of --data's training split
+(detect.export.quantize); check its mAP with detect.val on the .onnx before using it.
 """
 
 from __future__ import annotations
@@ -46,6 +50,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                        help="fixed batch size of the graph")
     shape.add_argument("--dynamic", action="store_true", help="batch, height and width free at run time")
     p.add_argument("--half", action="store_true", help="fp16 graph (for GPU runtimes)")
+    p.add_argument("--int8", action="store_true",
+                   help="int8 convolutions for CPU inference (onnxruntime), calibrated on --data's train images")
+    p.add_argument("--data", help="--int8: the dataset spec whose training images calibrate the scales")
+    p.add_argument("--calibration-images", type=int, default=None, metavar="N",
+                   help="--int8: how many training images calibrate (spread over the split; default 80)")
     p.add_argument("--nms", action="store_true", help="NMS in the graph: outputs detections and their counts")
     p.add_argument("--conf", type=float, default=0.25, help="--nms: default confidence threshold (an input)")
     p.add_argument("--iou", type=float, default=0.45, help="--nms: default IoU threshold (an input)")
@@ -59,6 +68,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                 f"{args.img}, --batch {args.batch}, --max-det {args.max_det}")
     if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
         p.error(f"--conf must be in [0, 1) and --iou in [0, 1], got {args.conf} and {args.iou}")
+    if args.int8 and (args.format != "onnx" or args.half or args.nms or not args.data):
+        p.error("--int8 writes an ONNX graph without --half or --nms and needs --data (its training images "
+                "calibrate the int8 scales)")
+    if not args.int8 and (args.data or args.calibration_images is not None):
+        p.error("--data and --calibration-images go with --int8")
+    if args.calibration_images is not None and args.calibration_images < 1:
+        p.error(f"--calibration-images must be a positive number, got {args.calibration_images}")
     return args
 
 
@@ -80,7 +96,7 @@ def onnx_name(stem: Path, args, img_size: tuple[int, int], default_size: int) ->
         parts.append("dynamic")
     elif args.batch != 1:
         parts.append(f"b{args.batch}")
-    parts += ["fp16"] * args.half + ["nms"] * args.nms
+    parts += ["fp16"] * args.half + ["int8"] * args.int8 + ["nms"] * args.nms
     return stem.with_name(stem.name + "".join(f"-{p}" for p in parts) + ".onnx")
 
 
@@ -114,8 +130,20 @@ def run(args) -> Path:
     options = OnnxExportOptions(img_size=img_size, batch=args.batch, dynamic=args.dynamic, half=args.half,
                                 nms=args.nms, conf=args.conf, iou=args.iou, max_det=args.max_det,
                                 multi_label=args.multi_label, opset=args.opset, device=str(device))
-    export_onnx(model, path, options, names)
-    print(f"ONNX model written: {path}")
+    if not args.int8:
+        export_onnx(model, path, options, names)
+        print(f"ONNX model written: {path}")
+        return path
+    from .quantize import DEFAULT_CALIBRATION_IMAGES, calibration_images, quantize_int8
+
+    images = calibration_images(args.data, args.calibration_images or DEFAULT_CALIBRATION_IMAGES)
+    float_path = path.with_name(path.name + ".float")
+    try:
+        export_onnx(model, float_path, options, names)
+        quantize_int8(float_path, path, images, img_size)
+    finally:
+        float_path.unlink(missing_ok=True)
+    print(f"ONNX model written: {path} (int8, calibrated on {len(images)} images of {args.data})")
     return path
 
 

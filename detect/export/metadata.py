@@ -2,7 +2,7 @@
 
 Keys: `producer` ("detect"), `names` (json list or null), `num_classes`, `strides` (json, one per head),
 `max_stride`, `input_size` (json [h, w], or null for --dynamic), `batch` (int, or null for a dynamic batch),
-`precision` (fp32 | fp16), `output` ("rows": the eval contract [N, P, 5+K]; "nms": detections), `nms` (json
+`precision` (fp32 | fp16 | int8: quantized convolutions, float input), `output` ("rows": the eval contract [N, P, 5+K]; "nms": detections), `nms` (json
 conf, iou, max_det, multi_label; only for "nms"), `letterbox` (json: how inputs must be prepared).
 """
 
@@ -31,7 +31,7 @@ class OnnxMetadata:
     max_stride: int
     input_size: tuple[int, int] | None  # None: height and width are dynamic
     batch: int | None  # None: dynamic batch
-    precision: str  # "fp32" or "fp16"
+    precision: str  # "fp32", "fp16" or "int8" (int8 convolutions; the input is float32 either way)
     output: str  # "rows" or "nms"
     nms: dict | None  # conf, iou, max_det, multi_label of an "nms" graph
 

@@ -93,6 +93,9 @@ def load_onnx_model(path, device="cpu") -> OnnxModel:
     ort = require("onnxruntime")
     options = ort.SessionOptions()
     options.log_severity_level = 3  # warnings about unused initialisers etc. are not the user's business
+    # threads that spin while waiting hold cores a shared machine's other processes need (as OMP_WAIT_POLICY=PASSIVE
+    # for torch: README "CPU inference")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     providers = _providers(ort, device)
     state = ort.capi.onnxruntime_pybind11_state  # onnxruntime's own error types (not RuntimeError & co)
     try:

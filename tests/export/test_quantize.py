@@ -1,0 +1,145 @@
+"""detect.export --int8: the convolutions quantized (the first and the heads' kept float), calibrated on the
+spec's training images, metadata `int8`, and the graph runs in val; on yolov3-tiny the mAP holds."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from detect.darknet import Darknet, save_pt
+from detect.export.cli import main as export_main
+from tests.test_val import _val_args, write_coco_dataset
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxscript")
+
+# four convolutions: the first and the head's stay float, the two between are quantized
+CFG = """[net]
+width=64
+height=64
+channels=3
+
+[convolutional]
+batch_normalize=1
+filters=8
+size=3
+stride=2
+pad=1
+activation=leaky
+
+[convolutional]
+batch_normalize=1
+filters=16
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[convolutional]
+batch_normalize=1
+filters=16
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[convolutional]
+size=1
+stride=1
+pad=1
+filters=24
+activation=linear
+
+[yolo]
+mask=0,1,2
+anchors=6,8, 12,10, 20,24
+classes=3
+num=3
+"""
+
+
+@pytest.fixture(autouse=True)
+def _label_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DETECT_CACHE", str(tmp_path / "cache"))
+
+
+def _onnx(path):
+    import onnx
+
+    return onnx.load(str(path))
+
+
+def test_int8_export_quantizes_the_inner_convolutions_and_runs_in_val(tmp_path, capsys):
+    import onnxruntime as ort
+
+    from detect.export.metadata import OnnxMetadata
+    from detect.export.quantize import float_convolutions
+
+    spec = write_coco_dataset(tmp_path / "data", sizes=((48, 64), (64, 40), (64, 64), (56, 56), (40, 64)))
+    torch.manual_seed(0)
+    weights = tmp_path / "m.pt"
+    save_pt(Darknet(CFG), weights, names=["red", "green", "blue"])
+    assert export_main(["--weights", str(weights), "--img", "64"]) == 0
+    assert export_main(["--weights", str(weights), "--img", "64", "--int8", "--data", str(spec),
+                        "--calibration-images", "4"]) == 0
+    assert "int8, calibrated on 4 images" in capsys.readouterr().out
+    float_graph, int8_graph = _onnx(tmp_path / "m.onnx"), _onnx(tmp_path / "m-int8.onnx")
+    assert not (tmp_path / "m-int8.onnx.float").exists()
+    convs = [n for n in float_graph.graph.node if n.op_type == "Conv"]
+    assert float_convolutions(float_graph) == [convs[0].name, convs[-1].name] and len(convs) == 4
+    produced_by = {out: node for node in int8_graph.graph.node for out in node.output}
+    quantized = [n.name for n in int8_graph.graph.node if n.op_type == "Conv"
+                 and produced_by.get(n.input[0]) is not None and produced_by[n.input[0]].op_type == "DequantizeLinear"]
+    assert quantized == [c.name for c in convs[1:3]]
+    metadata = OnnxMetadata.from_props({p.key: p.value for p in int8_graph.metadata_props}, "m-int8.onnx")
+    assert metadata.precision == "int8" and metadata.names == ["red", "green", "blue"]
+    x = np.random.default_rng(0).random((1, 3, 64, 64), dtype=np.float32)
+    rows = [ort.InferenceSession(str(tmp_path / name)).run(None, {"images": x})[0]
+            for name in ("m.onnx", "m-int8.onnx")]
+    scores = [r[..., 4] for r in rows]  # objectness in [0, 1]: int8 steps move it a little, not wholesale
+    assert np.abs(scores[0] - scores[1]).max() < 0.05 and not np.array_equal(scores[0], scores[1])
+    assert val_main_ok(spec, tmp_path / "m-int8.onnx", tmp_path)
+
+
+def val_main_ok(spec, weights, tmp_path) -> bool:
+    from detect.val import main
+
+    return main(_val_args(spec, weights, tmp_path, "--name", "q")) == 0 and \
+        (tmp_path / "runs" / "q" / "metrics.json").is_file()
+
+
+def test_int8_needs_data_and_refuses_half_and_nms(tmp_path, capsys):
+    weights = tmp_path / "m.pt"
+    save_pt(Darknet(CFG), weights, names=["red", "green", "blue"])
+    for extra in (["--int8"], ["--int8", "--data", "x.yaml", "--half"], ["--int8", "--data", "x.yaml", "--nms"],
+                  ["--data", "x.yaml"]):
+        with pytest.raises(SystemExit) as exit_info:
+            export_main(["--weights", str(weights), *extra])
+        assert exit_info.value.code == 2
+    assert "--int8 writes an ONNX graph without --half or --nms and needs --data" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_yolov3_tiny_int8_keeps_the_coco_tiny_map_within_0_005(shared, tmp_path):
+    from detect.val import main as val_main
+
+    cfg, weights = shared("darknet-cfg", "yolov3-tiny.cfg"), shared("weights", "yolov3-tiny.weights")
+    root = shared("data", "coco-tiny")
+    spec = tmp_path / "coco-tiny.yaml"
+    spec.write_text(f"path: {root}\nformat: coco\ntrain: train2017\nval: val2017\n"
+                    "train_annotations: annotations/instances_train2017.json\n"
+                    "val_annotations: annotations/instances_val2017.json\n")
+    names = str(shared("darknet-cfg", "coco.names"))
+    common = ["--weights", str(weights), "--cfg", str(cfg), "--names", names, "--img", "416"]
+    assert export_main([*common, "--output", str(tmp_path / "f.onnx")]) == 0
+    assert export_main([*common, "--int8", "--data", str(spec), "--output", str(tmp_path / "q.onnx")]) == 0
+    stats = {}
+    for name in ("f", "q"):
+        assert val_main(["--weights", str(tmp_path / f"{name}.onnx"), "--data", str(spec), "--img", "416",
+                         "--square", "--single-label", "--iou", "0.6", "--project", str(tmp_path / "runs"),
+                         "--name", name]) == 0
+        metrics = json.loads((tmp_path / "runs" / name / "metrics.json").read_text())["stats"]
+        stats[name] = list(metrics.values())[:2]
+    assert stats["f"][0] > 0.2
+    assert abs(stats["q"][0] - stats["f"][0]) <= 0.005 and abs(stats["q"][1] - stats["f"][1]) <= 0.005, stats
