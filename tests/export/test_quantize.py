@@ -9,54 +9,15 @@ import torch
 
 from detect.darknet import Darknet, save_pt
 from detect.export.cli import main as export_main
-from tests.test_val import _val_args, write_coco_dataset
+from tests.test_val import TINY_CFG, _val_args, write_coco_dataset
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
 # four convolutions: the first and the head's stay float, the two between are quantized
-CFG = """[net]
-width=64
-height=64
-channels=3
-
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=2
-pad=1
-activation=leaky
-
-[convolutional]
-batch_normalize=1
-filters=16
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[convolutional]
-batch_normalize=1
-filters=16
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[convolutional]
-size=1
-stride=1
-pad=1
-filters=24
-activation=linear
-
-[yolo]
-mask=0,1,2
-anchors=6,8, 12,10, 20,24
-classes=3
-num=3
-"""
+_INNER = "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\nstride=1\npad=1\nactivation=leaky\n\n"
+_HEAD = TINY_CFG.rindex("[convolutional]")
+CFG = TINY_CFG[:_HEAD] + 2 * _INNER + TINY_CFG[_HEAD:]
 
 
 @pytest.fixture(autouse=True)
