@@ -74,10 +74,11 @@ class _StopAtStep(Trainer):
         return lr
 
 
-def _run_once(tmp, name, stop_at=None, resume=None):
+def _run_once(tmp, name, stop_at=None, resume=None, cache=None):
     ctx = dist.init_distributed("cpu")
     # one loader worker: augmentation is seeded per sample, so resume is exact with workers too
-    trainer = build_trainer(tiny_options(tmp, name=name, epochs=3, resume=resume, workers=1), ctx, _StopAtStep)
+    trainer = build_trainer(tiny_options(tmp, name=name, epochs=3, resume=resume, workers=1, cache=cache), ctx,
+                            _StopAtStep)
     trainer.stop_at = stop_at
     state = trainer.fit()
     setup = trainer.setup
@@ -91,6 +92,22 @@ def _interrupted_then_resumed(rank, world, tmp):
     stopped = _run_once(tmp, "cut", stop_at=2)
     resumed = _run_once(tmp, "cut", resume=str(tmp / "runs" / "cut" / "last.pt"))
     return straight, stopped, resumed
+
+
+def _uncached_then_cached_and_resumed(rank, world, tmp):
+    straight = _run_once(tmp, "straight")
+    _run_once(tmp, "cached", stop_at=2, cache="ram")
+    return straight, _run_once(tmp, "cached", resume=str(tmp / "runs" / "cached" / "last.pt"), cache="ram")
+
+
+@pytest.mark.slow
+def test_a_run_with_the_image_cache_resumes_to_the_uncached_run(tmp_path):
+    """--cache ram changes nothing a run computes: interrupted and resumed with the cache, it ends where the
+    uncached run does (the samples are the same bytes, and resume stays exact)."""
+    for straight, resumed in run_distributed(_uncached_then_cached_and_resumed, 2, (tmp_path,), timeout=300):
+        assert resumed[2] == straight[2] == 6 and resumed[3] == straight[3] == 3
+        assert np.allclose(resumed[0], straight[0], rtol=1e-5, atol=1e-6)
+        assert np.allclose(resumed[1], straight[1], rtol=1e-5, atol=1e-6)
 
 
 def test_resume_equals_uninterrupted_run(tmp_path):
