@@ -64,7 +64,9 @@ class ImageCache:
         self.open()
         h, w = (int(v) for v in self.shapes[index])
         start = int(self.offsets[index])
-        image = np.array(self._data[start:start + h * w * 3]).reshape(h, w, 3)  # a private copy: augmentation writes
+        # a read-only view of the shared pages: augmentation makes new arrays (as for the per-worker buffer's
+        # images, which samples share too), so no copy is needed, and one that wrote would fail loudly
+        image = self._data[start:start + h * w * 3].reshape(h, w, 3)
         return image, float(self.scales[index])
 
 

@@ -36,10 +36,18 @@ def assert_same_batches(a, b):
         assert torch.equal(ia, ib) and torch.equal(ta, tb)
 
 
-@pytest.mark.parametrize("mode", ["disk", "ram"])
-def test_training_samples_are_bit_identical_with_the_cache(spec, tmp_path, mode, monkeypatch):
+AUGMENTATIONS = {  # every path a sample takes from the cached pixels (which it may read, never write)
+    "mosaic": AugmentConfig(mosaic=1.0, degrees=5.0),
+    "whole-image": AugmentConfig(mosaic=0.0, translate=0.0, scale=0.0, fliplr=0.5, flipud=0.5),
+    "extras": AugmentConfig(mosaic=1.0, mosaic9=0.5, mixup=0.5, flipud=0.5, perspective=0.0005),
+}
+
+
+@pytest.mark.parametrize("mode,augmentation", [("disk", "mosaic"), ("ram", "mosaic"), ("ram", "whole-image"),
+                                                ("ram", "extras")])
+def test_training_samples_are_bit_identical_with_the_cache(spec, tmp_path, mode, augmentation, monkeypatch):
     monkeypatch.setattr(image_cache, "SHARED_MEMORY", tmp_path / "shm")  # a private stand-in for /dev/shm
-    augment = AugmentConfig(mosaic=1.0, degrees=5.0)
+    augment = AUGMENTATIONS[augmentation]
     plain = build_train_loader(spec, 64, 4, augment, 0, 32, 0, 1, 0, cache_dir=tmp_path / "cache")
     cached = build_train_loader(spec, 64, 4, augment, 0, 32, 0, 1, 0, cache_dir=tmp_path / "cache", cache=mode)
     try:
