@@ -116,11 +116,11 @@ def select_classes(labels: SplitLabels, selection: ClassSelection, source: str,
     records = RecordTable(table.paths, table.path_offsets, table.sizes, table.image_ids, offsets, table.boxes[keep],
                           new_classes[keep], table.difficult[keep])
     annotation_index = labels.annotation_index[keep] if labels.annotation_index is not None else None
-    log.info("%s: classes %s%s: %d of %d boxes kept, %d of other classes left out (class_not_chosen)", what,
-             first_few(mapping.names if not selection.single_cls else
-                       [labels.names[i] for i in np.flatnonzero(mapping.index >= 0).tolist()], 8),
-             f" as one class {mapping.names[0]!r}" if selection.single_cls else "", int(keep.sum()), len(keep),
-             dropped)
+    chosen = [labels.names[i] for i in np.argsort(mapping.index) if mapping.index[i] >= 0] \
+        if not selection.single_cls else [n for n, k in zip(labels.names, mapping.index) if k >= 0]
+    merged = f" as one class {mapping.names[0]!r}" if selection.single_cls else ""
+    log.info("%s: classes %s%s (%d of %d): %d of %d boxes kept, %d of other classes left out (class_not_chosen)",
+             what, first_few(chosen, 8), merged, len(chosen), len(labels.names), int(keep.sum()), len(keep), dropped)
     return SplitLabels(records, mapping.names, mapping.category_ids, list(labels.dropped_image_ids), report,
                        annotation_index, labels.crowd_index), mapping.category_map
 
