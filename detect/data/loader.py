@@ -52,9 +52,11 @@ def resolve_spec(spec: DataSpec | str | Path, cache_dir: Path | None = None) -> 
     cfg = SyntheticConfig.from_options(spec.options)
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     folder = ensure_synthetic(cfg, spec.path or cache_dir / cfg.folder_name())
+    test = {"test": folder / "images" / "test",
+            "test_annotations": folder / "annotations" / "instances_test.json"} if cfg.test_images else {}
     return DataSpec(path=folder, format="coco", train=folder / "images" / "train", val=folder / "images" / "val",
                     train_annotations=folder / "annotations" / "instances_train.json",
-                    val_annotations=folder / "annotations" / "instances_val.json",
+                    val_annotations=folder / "annotations" / "instances_val.json", **test,
                     names=None, source_file=spec.source_file, options=spec.options, selection=spec.selection)
 
 

@@ -7,7 +7,8 @@ takes an optional `test` split the same way (`test_annotations` for coco), evalu
 `classes` (a list of class names or indices) trains and evaluates on those classes only
 (detect.data.class_selection). A relative `path`
 resolves against the current directory, else against the repository root (so `../shared/...` works from both).
-Format `synthetic` takes `seed`, `train_images`, `val_images` and an optional `path` (the generation folder).
+Format `synthetic` takes `seed`, `train_images`, `val_images`, `test_images` (default 0: no test split) and an
+optional `path` (the generation folder).
 
 Format `voc` (Pascal VOC xml, detect.data.voc): `train` / `val` are one entry or a list of entries, each either
 a VOCdevkit year folder and ImageSets split (`VOC2007/trainval`: `VOC2007/ImageSets/Main/trainval.txt` lists
@@ -73,7 +74,9 @@ class DataSpec:
         if self.voc is not None:
             drawn = split != "test" and self.voc.val_fraction is not None  # train and val drawn from one pool
             return bool(getattr(self.voc, split)) or drawn
-        return getattr(self, split) is not None or (self.format == "synthetic" and split != "test")
+        if self.format == "synthetic":
+            return split != "test" or int(self.options.get("test_images") or 0) > 0
+        return getattr(self, split) is not None
 
     def with_single_cls(self, single_cls: bool = True) -> DataSpec:
         """The spec with --single-cls applied (every chosen class becomes one)."""

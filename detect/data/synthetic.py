@@ -36,6 +36,7 @@ class SyntheticConfig:
     seed: int = 0
     train_images: int = 400
     val_images: int = 100
+    test_images: int = 0  # an optional test split (detect.val --split test)
     image_sizes: tuple[int, ...] = (256, 288, 320)
     max_objects: int = 5
     min_side: int = 16
@@ -47,12 +48,16 @@ class SyntheticConfig:
         if "image_sizes" in known:
             known["image_sizes"] = tuple(int(s) for s in known["image_sizes"])
         cfg = cls(**known)
-        if cfg.train_images < 1 or cfg.val_images < 1 or cfg.min_side < 4 or cfg.max_side < cfg.min_side:
+        if cfg.train_images < 1 or cfg.val_images < 1 or cfg.test_images < 0 or cfg.min_side < 4 or \
+                cfg.max_side < cfg.min_side:
             raise ValueError(f"synthetic dataset options are out of range: {cfg}")
         return cfg
 
     def folder_name(self) -> str:
-        text = json.dumps({"v": GENERATOR_VERSION, **asdict(self)}, sort_keys=True)
+        fields = asdict(self)
+        if not self.test_images:  # datasets generated before the test split keep their folder
+            del fields["test_images"]
+        text = json.dumps({"v": GENERATOR_VERSION, **fields}, sort_keys=True)
         return f"synthetic-{hashlib.sha1(text.encode()).hexdigest()[:10]}"
 
 
@@ -152,7 +157,8 @@ def generate(folder: Path, cfg: SyntheticConfig) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
     try:
-        for split, count, offset in (("train", cfg.train_images, 0), ("val", cfg.val_images, 1)):
+        splits = [("train", cfg.train_images, 0), ("val", cfg.val_images, 1), ("test", cfg.test_images, 2)]
+        for split, count, offset in splits[:3 if cfg.test_images else 2]:
             rng = np.random.default_rng([cfg.seed, offset])
             coco = generate_split(rng, count, cfg, tmp / "images" / split)
             atomic_write_text(tmp / "annotations" / f"instances_{split}.json", json.dumps(coco))
@@ -163,7 +169,8 @@ def generate(folder: Path, cfg: SyntheticConfig) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    log.info(f"synthetic dataset: {cfg.train_images} train + {cfg.val_images} val images generated in "
+    test = f" + {cfg.test_images} test" if cfg.test_images else ""
+    log.info(f"synthetic dataset: {cfg.train_images} train + {cfg.val_images} val{test} images generated in "
              f"{folder} ({time.perf_counter() - start:.1f} s)")
 
 

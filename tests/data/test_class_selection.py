@@ -126,3 +126,17 @@ def test_a_voc_test_split_is_kept_out_of_a_val_fraction_pool(tmp_path):
     without = spec_from_dict({"format": "voc", "path": str(tmp_path), "val_fraction": 0.3}, "v.yaml")
     with pytest.raises(ValueError, match="key 'test' is missing"):
         open_source(without, "test", tmp_path / "cache")
+
+
+def test_a_synthetic_spec_generates_a_test_split_when_asked(tmp_path):
+    from detect.data.loader import open_split
+
+    spec = spec_from_dict({"format": "synthetic", "seed": 2, "train_images": 3, "val_images": 2,
+                           "test_images": 4, "path": str(tmp_path / "gen")}, "s.yaml")
+    assert spec.has_split("test")
+    test = open_split(spec, "test", tmp_path / "cache")
+    val = open_split(spec, "val", tmp_path / "cache")
+    assert len(test.records) == 4 and len(val.records) == 2
+    assert {r.path for r in test.records}.isdisjoint(r.path for r in val.records)
+    plain = spec_from_dict({"format": "synthetic", "train_images": 3, "val_images": 2}, "s.yaml")
+    assert not plain.has_split("test")
