@@ -24,10 +24,8 @@ def mosaic_placements(rng: np.random.Generator, size: int, shapes: list[tuple[in
         yield slice(y1, y2), slice(x1, x2), slice(y1 - dy, y2 - dy), slice(x1 - dx, x2 - dx), (dx, dy)
 
 
-
 # (row, column) of the 9 tiles of a 3 x 3 mosaic: the sample's own image in the middle, then the others around it
 NINE_CELLS = ((1, 1), (0, 0), (0, 1), (0, 2), (1, 2), (2, 2), (2, 1), (2, 0), (1, 0))
-
 
 
 def mosaic9_placements(size: int, shapes: list[tuple[int, int]]):
@@ -44,7 +42,6 @@ def mosaic9_placements(size: int, shapes: list[tuple[int, int]]):
         x1, y1 = max(dx, xs[col]), max(dy, ys[row])
         x2, y2 = max(min(dx + w, xs[col + 1]), x1), max(min(dy + h, ys[row + 1]), y1)
         yield slice(y1, y2), slice(x1, x2), slice(y1 - dy, y2 - dy), slice(x1 - dx, x2 - dx), (dx, dy)
-
 
 
 def build_mosaic(rng: np.random.Generator, size: int, tiles: list[np.ndarray], boxes: list[np.ndarray]):

@@ -2,8 +2,9 @@
 
 Keys: `path` (root; relative split paths resolve under it), `format` (coco | yolo | voc | synthetic), `train`
 and `val` (an image folder or a .txt list of image paths), `train_annotations` / `val_annotations` (COCO json,
-format coco), `names` (required for yolo; optional for coco, where the json has them). Every format but synthetic
-takes an optional `test` split the same way (`test_annotations` for coco), evaluated by `detect.val --split test`.
+format coco), `names` (required for yolo; optional for coco, where the json has them). Every format takes an
+optional `test` split the same way (`test_annotations` for coco; `test_images` for synthetic), evaluated by
+`detect.val --split test`.
 `classes` (a list of class names or indices) trains and evaluates on those classes only
 (detect.data.class_selection). A relative `path`
 resolves against the current directory, else against the repository root (so `../shared/...` works from both).
@@ -14,8 +15,9 @@ Format `voc` (Pascal VOC xml, detect.data.voc): `train` / `val` are one entry or
 a VOCdevkit year folder and ImageSets split (`VOC2007/trainval`: `VOC2007/ImageSets/Main/trainval.txt` lists
 the stems, `VOC2007/Annotations`, `VOC2007/JPEGImages`) or a list file of image names or stems of a flat
 layout (images in `images:`, default `images/`; xml in `annotations:`, default the first of `annotations/`,
-`annots/`, `Annotations/`). `test` takes entries as `val` does. `val_fraction: 0.2` instead of `val` draws val from the train entries (from every
-image of the flat layout when `train` is absent) by a hash of each stem. `names` is optional: without it the
+`annots/`, `Annotations/`). `test` takes entries as `val` does. `val_fraction: 0.2` instead of `val` draws val
+from the train entries (from every image of the flat layout but the test split's when `train` is absent) by a
+hash of each stem. `names` is optional: without it the
 class names of the xml files of all splits are used, sorted.
 """
 
@@ -68,12 +70,10 @@ class DataSpec:
     source_file: str = "<dict>"
     options: dict = field(default_factory=dict)  # format-specific extras (synthetic: seed, sizes)
     voc: VocOptions | None = None  # format voc; its `train` / `val` / `test` fields are then `path` when it exists
+    # (train and val always: _voc_options requires both, or val_fraction to draw them from one pool)
     selection: ClassSelection = ClassSelection()  # `classes:` of the spec; --single-cls sets single_cls
 
     def has_split(self, split: str) -> bool:
-        if self.voc is not None:
-            drawn = split != "test" and self.voc.val_fraction is not None  # train and val drawn from one pool
-            return bool(getattr(self.voc, split)) or drawn
         if self.format == "synthetic":
             return split != "test" or int(self.options.get("test_images") or 0) > 0
         return getattr(self, split) is not None
@@ -95,7 +95,7 @@ class DataSpec:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         key = split + suffix
         value = getattr(self, key)
-        if value is None or (self.voc is not None and not self.has_split(split)):
+        if value is None:
             hint = " (an optional split: add it to the spec to evaluate it)" if split == "test" else ""
             raise ValueError(f"{self.source_file}: key {key!r} is missing (format {self.format}){hint}")
         if not value.exists():
@@ -182,9 +182,10 @@ def spec_from_dict(raw: Mapping, source: str = "<dict>") -> DataSpec:
     if fmt == "voc":
         root = _resolve_root(str(raw["path"]), source)
         known = {"path", "format", "names", "classes", *VOC_KEYS}
-        return DataSpec(root, fmt, train=root, val=root, test=root, names=_parse_names(raw.get("names"), source),
-                        source_file=source, options={k: v for k, v in raw.items() if k not in known},
-                        voc=_voc_options(raw, root, source), selection=selection)
+        voc = _voc_options(raw, root, source)
+        return DataSpec(root, fmt, train=root, val=root, test=root if voc.test else None,
+                        names=_parse_names(raw.get("names"), source), source_file=source,
+                        options={k: v for k, v in raw.items() if k not in known}, voc=voc, selection=selection)
     root = _resolve_root(str(raw["path"]), source) if raw.get("path") not in (None, "") and fmt != "synthetic" \
         else (Path(raw["path"]).expanduser() if raw.get("path") else None)
     split_keys = ("train", "val", "test", "train_annotations", "val_annotations", "test_annotations")

@@ -157,8 +157,10 @@ def generate(folder: Path, cfg: SyntheticConfig) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
     try:
-        splits = [("train", cfg.train_images, 0), ("val", cfg.val_images, 1), ("test", cfg.test_images, 2)]
-        for split, count, offset in splits[:3 if cfg.test_images else 2]:
+        for split, count, offset in (("train", cfg.train_images, 0), ("val", cfg.val_images, 1),
+                                     ("test", cfg.test_images, 2)):
+            if count == 0:  # no test split asked for
+                continue
             rng = np.random.default_rng([cfg.seed, offset])
             coco = generate_split(rng, count, cfg, tmp / "images" / split)
             atomic_write_text(tmp / "annotations" / f"instances_{split}.json", json.dumps(coco))

@@ -82,9 +82,6 @@ class _Calibration:
             return {self.input_name: np.ascontiguousarray(rgb.transpose(2, 0, 1)[None], dtype=np.float32) / 255}
         return None
 
-    def rewind(self):  # part of the protocol; one pass is all the percentile calibration needs
-        return None
-
 
 class _DropAdvice(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
