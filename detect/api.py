@@ -31,12 +31,14 @@ from detect.data.images import BadImage, read_image
 from detect.evaluation.postprocess import non_max_suppression, scale_to_original
 from detect.export.loading import (
     DEFAULT_DYNAMIC_SIZE,
+    check_onnx_backend,
     default_names,
     is_onnx_path,
     load_darknet,
     load_onnx,
     log_default_size,
 )
+from detect.export.openvino_model import BACKENDS
 from detect.ops.preprocess import to_model_input
 from detect.ops.slicing import DEFAULT_OVERLAP, check_slice, merge_tiles, needs_tiles, tile_grid
 from detect.ops.tta import AugmentedModel
@@ -180,7 +182,7 @@ class Detector:
     def load(cls, weights, cfg=None, *, names: list[str] | None = None, device: str = "auto",
              img_size: int | None = None, conf: float = 0.25, iou: float = 0.45, max_det: int = 300,
              square: bool = False, batch_size: int = 16, augment: bool = False, slice_size: int | None = None,
-             slice_overlap: float = DEFAULT_OVERLAP) -> Detector:
+             slice_overlap: float = DEFAULT_OVERLAP, backend: str = "auto") -> Detector:
         """`weights`: a `.pt` checkpoint (cfg and names inside), Darknet `.weights` (give `cfg`) or `.onnx`.
         `names` override the class names the file carries (default: theirs; else COCO's for an 80-class
         model, else "0", "1", ...; logged once).
@@ -188,19 +190,22 @@ class Detector:
         `.pt` was trained at, else the cfg's [net] size; a fixed-size ONNX model's own; logged once).
         `augment`: test-time augmentation (detect.ops.tta; not for a fixed-size ONNX model).
         `slice_size`: sliced inference for small objects (detect.ops.slicing): tiles of this many pixels,
-        overlapping by at least `slice_overlap` of a tile, each run at `img_size`, merged with the whole image."""
+        overlapping by at least `slice_overlap` of a tile, each run at `img_size`, merged with the whole image.
+        `backend`: the engine of a `.pt` / `.weights` model on the CPU: "auto" (OpenVINO when installed, else
+        PyTorch), "openvino" or "torch"."""
         _check_settings(img_size, conf, iou, max_det, batch_size)
         if slice_size is not None:
             check_slice(slice_size, slice_overlap, "slice_size", "slice_overlap")
         resolved = resolve_device(device, 0)
         if is_onnx_path(weights):
+            check_onnx_backend(weights, backend)
             model, carried, fixed = load_onnx(weights, resolved, img_size)
             if img_size is None:
                 img_size = max(fixed) if fixed else DEFAULT_DYNAMIC_SIZE
                 log_default_size("img_size", img_size, f"{Path(weights).name}'s " + (
                     "fixed input size" if fixed else "default for a dynamic ONNX model"))
         else:
-            model, carried, img_size = load_darknet(weights, cfg, resolved, img_size, "img_size")
+            model, carried, img_size = load_darknet(weights, cfg, resolved, img_size, "img_size", backend)
             fixed = None
         if augment and fixed is not None:
             raise ValueError(f"augment=True runs the model at other sizes, but {weights} takes {fixed[0]}x{fixed[1]} "
@@ -230,6 +235,13 @@ class Detector:
         when the source cannot be opened."""
         return FrameStream(open_stream(source, live=live, retries=retries, retry_wait_s=retry_wait_s,
                                        timeout_s=timeout_s), self)
+
+
+def add_backend_flag(parser) -> None:
+    """--backend of detect.predict and detect.val: which engine runs a .pt / .weights model on the CPU."""
+    parser.add_argument("--backend", default="auto", choices=BACKENDS,
+                        help="CPU inference engine: auto = OpenVINO when it is installed, else PyTorch (README \"CPU "
+                             "inference\"); openvino or torch to choose. CUDA and .onnx files ignore auto")
 
 
 def add_slice_flags(parser) -> None:

@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 
 import detect.runtime.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads; README "CPU inference")
-from detect.api import add_slice_flags
-from detect.export.loading import is_onnx_path, load_tool_model
+from detect.api import add_backend_flag, add_slice_flags
 from detect.darknet.load import uses_channels_last
-from detect.evaluation.cocoeval_engines import BACKENDS, DEFAULT_BACKEND
 from detect.evaluation.coco import STAT_NAMES, format_class_table, format_summary
+from detect.evaluation.cocoeval_engines import BACKENDS, DEFAULT_BACKEND
 from detect.evaluation.evaluator import CocoEvaluator, EvalResult, evaluate
 from detect.evaluation.voc_metrics import METRICS, format_darknet_summary
+from detect.export.loading import is_onnx_path, load_tool_model
 from detect.runtime import dist
 from detect.runtime.commands import DefaultsHelpFormatter, run_command
 from detect.runtime.files import atomic_write_text
@@ -68,6 +68,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     add_slice_flags(p)
     p.add_argument("--amp", default="off", choices=tuple(AMP_DTYPES), help="autocast precision on CUDA (ignored on the CPU)")
     p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
+    add_backend_flag(p)
     p.add_argument("--save-json", action="store_true", help="write the COCO results json")
     p.add_argument("--plots", action="store_true",
                    help="write PR_curve.png, F1_curve.png, confusion_matrix.png and val_batch0 mosaics")
@@ -157,7 +158,8 @@ def run(args) -> EvalResult:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
     try:
-        model, _, args.square, args.img = load_tool_model(args.weights, args.cfg, ctx.device, args.img, args.square)
+        model, _, args.square, args.img = load_tool_model(args.weights, args.cfg, ctx.device, args.img, args.square,
+                                                          args.backend, args.cache_dir)
         # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
         source = open_checked_split(args.data, args.split, model.num_classes, args.weights, args.strict,
                                     args.cache_dir, args.single_cls)

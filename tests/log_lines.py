@@ -19,8 +19,11 @@ def log_lines(logger_name: str):
     lines: list[str] = []
     handler = _Lines(lines)
     logger = logging.getLogger(logger_name)
+    level = logger.level
     logger.addHandler(handler)
+    logger.setLevel(min(level or logging.INFO, logging.INFO))  # INFO lines whether or not a tool set up logging
     try:
         yield lines
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(level)

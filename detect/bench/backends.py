@@ -44,12 +44,26 @@ def torch_backends(model: Darknet, x: torch.Tensor) -> list[Backend]:
     backends = []
     for name, candidate, note in (("torch-unfused", model, "nn.Conv2d + BatchNorm2d"),
                                   ("torch-fused", fused, "BatchNorm folded, NCHW, plain nn.Conv2d"),
-                                  ("torch-packed", packed, "for_inference: fused, oneDNN-packed, NHWC (default)")):
+                                  ("torch-packed", packed, "for_inference: fused, oneDNN-packed, NHWC")):
         def forward(candidate=candidate):
             with torch.inference_mode():
                 return candidate(x)
         backends.append(Backend(name, timed(forward), lambda forward=forward: forward().numpy(), note))
     return backends
+
+
+def openvino_backend(model: Darknet, x: torch.Tensor, threads: int) -> Backend:
+    """The model as predict, val and the API run it on the CPU by default (detect.export.openvino_model)."""
+    import openvino
+
+    from detect.export.openvino_model import load_openvino_model
+
+    compiled = load_openvino_model(model, x.shape[-1], threads, cache_root=None)
+
+    def forward():
+        return compiled(x)
+    return Backend("openvino", timed(forward), lambda: forward().numpy(),
+                   f"OpenVINO {openvino.__version__.split('-')[0]}, float32 (the tools' CPU default)")
 
 
 def onnxruntime_options(threads: int):
@@ -182,39 +196,49 @@ def predict_models(model: Darknet, size: int, threads: int,
     predict runs on the CPU), the same unpacked, the model as loaded, and a --dynamic ONNX export run through
     detect.export.runtime (predict's `.onnx` path); the list holds a line for each that could not be made."""
     models = {"torch-packed": (for_inference(copy.deepcopy(model), torch.device("cpu")),
-                               "for_inference: fused, oneDNN-packed, NHWC (predict's default)"),
+                               "for_inference: fused, oneDNN-packed, NHWC (predict's path without OpenVINO)"),
               "torch-fused": (for_inference(copy.deepcopy(model), torch.device("cpu"), pack=False),
                               "for_inference(pack=False): fused, plain nn.Conv2d"),
               "torch-unfused": (model, "nn.Conv2d + BatchNorm2d")}
     problems = []
     try:
+        from detect.export.openvino_model import load_openvino_model
+
+        models["openvino"] = (load_openvino_model(model, size, threads, cache_root=None),
+                              "OpenVINO, float32 (predict's default on the CPU)")
+    except Exception as error:  # noqa: BLE001 - a runtime that cannot load the model is reported, not fatal
+        problems.append(f"openvino: not run ({type(error).__name__}: {error})")
+    try:
         import onnxruntime
 
         from detect.export.metadata import OnnxMetadata
-        from detect.export.runtime import OnnxModel
+        from detect.export.runtime import OnnxModel, session_runner
 
         path = workdir / "dynamic.onnx"
         export_onnx(model, path, OnnxExportOptions(img_size=(size, size), dynamic=True))
         session = onnxruntime.InferenceSession(str(path), onnxruntime_options(threads),
                                                providers=["CPUExecutionProvider"])
         metadata = OnnxMetadata.from_props(session.get_modelmeta().custom_metadata_map, path)
-        models["onnxruntime"] = (OnnxModel(session, metadata, path),
+        models["onnxruntime"] = (OnnxModel(session_runner(session), metadata, path),
                                  f"onnxruntime {onnxruntime.__version__}, detect.export --dynamic")
     except Exception as error:  # noqa: BLE001 - a runtime that cannot load the model is reported, not fatal
         problems.append(f"onnxruntime: not run ({type(error).__name__}: {error})")
     return models, problems
 
 
-def int8_backend(onnx_path: Path, data: str, x: np.ndarray, threads: int, workdir: Path) -> Backend:
-    """onnxruntime on the int8 graph `detect.export --int8 --data DATA` writes (calibrated on DATA's training
-    images) of the same float export."""
+def int8_backends(onnx_path: Path, data: str, x: np.ndarray, threads: int, workdir: Path) -> list[Backend]:
+    """The int8 graph `detect.export --int8 --data DATA` writes (calibrated on DATA's training images) of the same
+    float export, on OpenVINO (what the tools run it on) and on onnxruntime."""
+    from detect.export.openvino_model import compile_onnx
     from detect.export.quantize import DEFAULT_CALIBRATION_IMAGES, calibration_images, quantize_int8
 
     int8_path = workdir / "model-int8.onnx"
     quantize_int8(onnx_path, int8_path, calibration_images(data, DEFAULT_CALIBRATION_IMAGES), tuple(x.shape[2:]))
-    backend = onnxruntime_backend(int8_path.read_bytes(), x, threads)
-    return Backend("onnxruntime-int8", backend.run, backend.output,
-                   f"{backend.note}, detect.export --int8 --data {data}")
+    ort = onnxruntime_backend(int8_path.read_bytes(), x, threads)
+    run, _, version = compile_onnx(int8_path, threads)
+    return [Backend("openvino-int8", timed(lambda: run(x)), lambda: run(x),
+                    f"OpenVINO {version}, detect.export --int8 --data {data} (the tools' engine for it)"),
+            Backend("onnxruntime-int8", ort.run, ort.output, f"{ort.note}, detect.export --int8 --data {data}")]
 
 
 def build_backends(model: Darknet, x: torch.Tensor, threads: int, workdir: Path, weights: Path,
@@ -226,13 +250,15 @@ def build_backends(model: Darknet, x: torch.Tensor, threads: int, workdir: Path,
     onnx_bytes = export_onnx_bytes(copy.deepcopy(model).fuse().eval(), *x.shape[:1], *x.shape[2:])
     onnx_path = workdir / "model.onnx"
     onnx_path.write_bytes(onnx_bytes)
-    makers = [("onnxruntime", lambda: onnxruntime_backend(onnx_bytes, blob, threads)),
+    makers = [("openvino", lambda: openvino_backend(model, x, threads)),
+              ("onnxruntime", lambda: onnxruntime_backend(onnx_bytes, blob, threads)),
               ("opencv-onnx", lambda: opencv_onnx_backend(onnx_path, blob, threads))]
     if int8_data:
-        makers.insert(1, ("onnxruntime-int8", lambda: int8_backend(onnx_path, int8_data, blob, threads, workdir)))
+        makers.insert(2, ("int8", lambda: int8_backends(onnx_path, int8_data, blob, threads, workdir)))
     for name, make in makers:
         try:
-            backends.append(make())
+            made = make()
+            backends += made if isinstance(made, list) else [made]
         except Exception as error:  # noqa: BLE001 - a runtime that cannot load the model is reported, not fatal
             problems.append(f"{name}: not run ({type(error).__name__}: {error})")
     if opencv_path:

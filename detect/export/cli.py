@@ -10,7 +10,8 @@
 
 `--half` writes an fp16 graph, meant for GPU runtimes (CPU runtimes run fp16 convolutions slowly, if at all).
 `--int8` quantizes the convolutions for CPU inference, calibrated on images of --data's training split
-(detect.export.quantize); check its mAP with detect.val on the .onnx before using it.
+(detect.export.quantize), then evaluates the float and the int8 graph on --data's val split with detect.val
+(detect.export.int8_check): an int8 graph that loses more than --max-map-drop mAP is refused.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from detect.data.spec import read_class_names
 from detect.runtime.commands import DefaultsHelpFormatter, run_command
 from detect.runtime.dist import resolve_device
 from detect.runtime.log import setup_logging
+
+from .int8_check import DEFAULT_MAX_DROP, check_int8
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +54,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     shape.add_argument("--dynamic", action="store_true", help="batch, height and width free at run time")
     p.add_argument("--half", action="store_true", help="fp16 graph (for GPU runtimes)")
     p.add_argument("--int8", action="store_true",
-                   help="int8 convolutions for CPU inference (onnxruntime), calibrated on --data's train images")
+                   help="int8 convolutions for CPU inference (OpenVINO or onnxruntime), calibrated on --data's "
+                        "train images and checked on its val split")
     p.add_argument("--data", help="--int8: the dataset spec whose training images calibrate the scales")
     p.add_argument("--calibration-images", type=int, default=None, metavar="N",
                    help="--int8: how many training images calibrate (spread over the split; default 80)")
+    p.add_argument("--max-map-drop", type=float, default=None, metavar="F",
+                   help=f"--int8: the most mAP@0.5:0.95 the int8 graph may lose on --data's val split against the "
+                        f"float one (default {DEFAULT_MAX_DROP:g})")
+    p.add_argument("--no-int8-check", action="store_true",
+                   help="--int8: skip that evaluation (two detect.val runs on the val split)")
     p.add_argument("--nms", action="store_true", help="NMS in the graph: outputs detections and their counts")
     p.add_argument("--conf", type=float, default=0.25, help="--nms: default confidence threshold (an input)")
     p.add_argument("--iou", type=float, default=0.45, help="--nms: default IoU threshold (an input)")
@@ -71,8 +80,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.int8 and (args.format != "onnx" or args.half or args.nms or not args.data):
         p.error("--int8 writes an ONNX graph without --half or --nms and needs --data (its training images "
                 "calibrate the int8 scales)")
-    if not args.int8 and (args.data or args.calibration_images is not None):
-        p.error("--data and --calibration-images go with --int8")
+    if not args.int8 and (args.data or args.calibration_images is not None or args.max_map_drop is not None
+                          or args.no_int8_check):
+        p.error("--data, --calibration-images, --max-map-drop and --no-int8-check go with --int8")
+    if args.max_map_drop is not None and not 0 <= args.max_map_drop < 1:
+        p.error(f"--max-map-drop must be in [0, 1), got {args.max_map_drop}")
     if args.calibration_images is not None and args.calibration_images < 1:
         p.error(f"--calibration-images must be a positive number, got {args.calibration_images}")
     return args
@@ -137,13 +149,20 @@ def run(args) -> Path:
     from .quantize import DEFAULT_CALIBRATION_IMAGES, calibration_images, quantize_int8
 
     images = calibration_images(args.data, args.calibration_images or DEFAULT_CALIBRATION_IMAGES)
-    float_path = path.with_name(path.name + ".float")
+    float_path = path.with_name(path.stem + "-float.tmp.onnx")  # .onnx: detect.val reads it as one
     try:
         export_onnx(model, float_path, options, names)
         quantize_int8(float_path, path, images, img_size)
+        print(f"ONNX model written: {path} (int8, calibrated on {len(images)} images of {args.data})")
+        if not args.no_int8_check:
+            if img_size[0] != img_size[1] or args.dynamic:
+                log.warning("the int8 check evaluates square fixed-size graphs only; run detect.val on %s", path)
+            else:
+                check = check_int8(float_path, path, args.data, img_size[0],
+                                   DEFAULT_MAX_DROP if args.max_map_drop is None else args.max_map_drop)
+                print(f"{check.line(args.data)}: within {args.max_map_drop or DEFAULT_MAX_DROP:g}")
     finally:
         float_path.unlink(missing_ok=True)
-    print(f"ONNX model written: {path} (int8, calibrated on {len(images)} images of {args.data})")
     return path
 
 

@@ -12,7 +12,9 @@ import torch
 from detect.darknet.load import check_img_size, for_inference, load_model
 from detect.darknet.pt_files import trained_img_size
 from detect.darknet.transfer import COCO_NAMES
-from detect.data.spec import read_class_names
+from detect.data.spec import default_cache_dir, read_class_names
+
+from .openvino_model import cpu_backend, load_openvino_model
 
 log = logging.getLogger("detect.api")  # the messages users of the API and the tools have always seen
 DEFAULT_DYNAMIC_SIZE = 416  # an ONNX model with a dynamic input size, when no img_size is given
@@ -24,13 +26,16 @@ def is_onnx_path(path) -> bool:
 
 
 
-def load_tool_model(weights, cfg, device: torch.device, img_size: int | None, square: bool):
+def load_tool_model(weights, cfg, device: torch.device, img_size: int | None, square: bool, backend: str = "auto",
+                    cache_dir=None):
     """(model, the names it carries or None, square, img_size) for detect.val and detect.predict: an exported
     `.onnx` through onnxruntime (a fixed-size one runs square at its own size only; a dynamic one at
     DEFAULT_DYNAMIC_SIZE when `img_size` is None), else the Darknet model loaded exactly and prepared for
     inference (fused; packed on the CPU), with `img_size` checked against its largest stride (None: the size a
-    `.pt` was trained at, else the cfg's [net] size; the size chosen is logged)."""
+    `.pt` was trained at, else the cfg's [net] size; the size chosen is logged), run by `backend` (see
+    `load_darknet`)."""
     if is_onnx_path(weights):
+        check_onnx_backend(weights, backend)
         from detect.export.runtime import load_onnx_model, onnx_square_letterbox
 
         model = load_onnx_model(weights, device)
@@ -40,15 +45,25 @@ def load_tool_model(weights, cfg, device: torch.device, img_size: int | None, sq
             log_default_size("--img-size", img_size, f"{Path(weights).name}'s " + (
                 "fixed input size" if fixed is not None else "default for a dynamic ONNX model"))
         return model, model.names, onnx_square_letterbox(model, img_size, square), img_size
-    model, names, img_size = load_darknet(weights, cfg, device, img_size, "--img-size")
+    model, names, img_size = load_darknet(weights, cfg, device, img_size, "--img-size", backend, cache_dir)
     return model, names, square, img_size
 
 
+def check_onnx_backend(weights, backend: str) -> None:
+    if backend != "auto":
+        raise ValueError(f"--backend {backend} is for .pt and .weights models; {weights} runs on onnxruntime "
+                         f"(leave --backend out)")
 
-def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag: str):
+
+
+def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag: str, backend: str = "auto",
+                 cache_dir=None):
     """(model prepared for inference, the names it carries or None, input size): the size given (`flag`), else
     the size a `.pt` was trained at, else the cfg's [net] size; a multiple of the model's largest stride, checked
-    before anything runs (the model is built at its cfg's size, which any such multiple can run at)."""
+    before anything runs (the model is built at its cfg's size, which any such multiple can run at).
+    `backend` (detect.export.openvino_model.cpu_backend): on the CPU `auto` compiles the model with OpenVINO when
+    it is installed (cached under `cache_dir`, default the user's cache), else, and on CUDA, the PyTorch model
+    runs fused (and packed on the CPU). Under `auto` a model OpenVINO cannot take runs on PyTorch, with a warning."""
     loaded = load_model(cfg, weights, exact=True)
     if img_size is None:
         trained = trained_img_size(weights)
@@ -57,6 +72,15 @@ def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag:
         log_default_size(flag, img_size, f"the size {Path(weights).name} was trained at" if trained else
                           f"the [net] size of {cfg_name}")
     check_img_size(img_size, loaded.model.max_stride, flag)
+    if cpu_backend(backend, device) == "openvino":
+        try:
+            model = load_openvino_model(loaded.model, img_size, torch.get_num_threads(),
+                                        Path(cache_dir) if cache_dir else default_cache_dir())
+            return model, loaded.names, img_size
+        except ValueError as error:
+            if backend == "openvino":
+                raise ValueError(f"{weights}: {error}; --backend torch runs it on PyTorch") from None
+            log.warning("%s: %s; running it on PyTorch instead", weights, error)
     return for_inference(loaded.model, device), loaded.names, img_size
 
 

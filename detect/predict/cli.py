@@ -37,7 +37,7 @@ import cv2
 import numpy as np
 import torch
 
-from detect.api import InferenceSettings, add_slice_flags, detect_images
+from detect.api import InferenceSettings, add_backend_flag, add_slice_flags, detect_images
 from detect.data.images import BadImage, read_image
 from detect.data.spec import read_class_names
 from detect.export.loading import default_names, is_onnx_path, load_tool_model
@@ -105,6 +105,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="autocast precision of the model's forward pass on CUDA (ignored on the CPU)")
     p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    add_backend_flag(p)
     p.add_argument("--workers", type=int, default=default_workers(),
                    help="threads that read and decode image files ahead of the model, at most 2 per thread "
                         "waiting (default: the CPU cores, at most 4; 0: each image is read when its turn "
@@ -164,7 +165,7 @@ def run(args) -> Path:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
     model, checkpoint_names, args.square, args.img = load_tool_model(args.weights, args.cfg, ctx.device, args.img,
-                                                                     args.square)
+                                                                     args.square, args.backend)
     names = read_class_names(args.names) if args.names else checkpoint_names
     names = names or default_names(model.num_classes, args.weights)
     if len(names) != model.num_classes:

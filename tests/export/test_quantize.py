@@ -44,9 +44,11 @@ def test_int8_export_quantizes_the_inner_convolutions_and_runs_in_val(tmp_path, 
     assert export_main(["--weights", str(weights), "--img", "64"]) == 0
     assert export_main(["--weights", str(weights), "--img", "64", "--int8", "--data", str(spec),
                         "--calibration-images", "4"]) == 0
-    assert "int8, calibrated on 4 images" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "int8, calibrated on 4 images" in out
+    assert f"int8 check on {spec}'s val split (detect.val, square at the export's size): mAP@0.5:0.95 " in out
     float_graph, int8_graph = _onnx(tmp_path / "m.onnx"), _onnx(tmp_path / "m-int8.onnx")
-    assert not (tmp_path / "m-int8.onnx.float").exists()
+    assert sorted(p.name for p in tmp_path.glob("*.onnx")) == ["m-int8.onnx", "m.onnx"]  # no float leftover
     convs = [n for n in float_graph.graph.node if n.op_type == "Conv"]
     assert float_convolutions(float_graph) == [convs[0].name, convs[-1].name] and len(convs) == 4
     produced_by = {out: node for node in int8_graph.graph.node for out in node.output}
@@ -94,7 +96,8 @@ def test_yolov3_tiny_int8_keeps_the_coco_tiny_map_within_0_005(shared, tmp_path)
     names = str(shared("darknet-cfg", "coco.names"))
     common = ["--weights", str(weights), "--cfg", str(cfg), "--names", names, "--img", "416"]
     assert export_main([*common, "--output", str(tmp_path / "f.onnx")]) == 0
-    assert export_main([*common, "--int8", "--data", str(spec), "--output", str(tmp_path / "q.onnx")]) == 0
+    assert export_main([*common, "--int8", "--data", str(spec), "--output", str(tmp_path / "q.onnx"),
+                        "--no-int8-check"]) == 0  # checked below, with Darknet's protocol
     stats = {}
     for name in ("f", "q"):
         assert val_main(["--weights", str(tmp_path / f"{name}.onnx"), "--data", str(spec), "--img", "416",
@@ -104,3 +107,27 @@ def test_yolov3_tiny_int8_keeps_the_coco_tiny_map_within_0_005(shared, tmp_path)
         stats[name] = list(metrics.values())[:2]
     assert stats["f"][0] > 0.2
     assert abs(stats["q"][0] - stats["f"][0]) <= 0.005 and abs(stats["q"][1] - stats["f"][1]) <= 0.005, stats
+
+
+def test_the_int8_check_refuses_a_graph_that_lost_more_than_the_allowed_map(monkeypatch, tmp_path):
+    from detect.export import int8_check
+
+    maps = {"float": (0.300, 0.500), "int8": (0.296, 0.497)}
+    monkeypatch.setattr(int8_check, "_val_metrics", lambda weights, data, size, project, name: maps[name])
+    check = int8_check.check_int8(tmp_path / "f.onnx", tmp_path / "q.onnx", "my.yaml", 416, 0.005)
+    assert check.drop == pytest.approx(0.004)
+    assert check.line("my.yaml").endswith("mAP@0.5:0.95 0.3000 float -> 0.2960 int8 (-0.0040), mAP@0.5 "
+                                          "0.5000 -> 0.4970")
+    maps["int8"] = (0.290, 0.499)
+    with pytest.raises(int8_check.Int8CheckFailed, match=r"\(-0.0100\).*int8 lost more than 0.005; .*q.onnx is "
+                                                         r"kept for a look"):
+        int8_check.check_int8(tmp_path / "f.onnx", tmp_path / "q.onnx", "my.yaml", 416, 0.005)
+    assert int8_check.check_int8(tmp_path / "f.onnx", tmp_path / "q.onnx", "my.yaml", 416, 0.02).drop < 0.02
+
+
+def test_the_int8_check_says_when_val_cannot_run(tmp_path):
+    from detect.export.int8_check import Int8CheckFailed, check_int8
+
+    missing = tmp_path / "none.onnx"
+    with pytest.raises(Int8CheckFailed, match="could not evaluate none.onnx on nothing.yaml .*--no-int8-check"):
+        check_int8(missing, missing, "nothing.yaml", 64, 0.005)
