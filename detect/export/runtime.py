@@ -135,14 +135,14 @@ def load_onnx_model(path, device="cpu") -> OnnxModel:
         raise FileNotFoundError(f"--weights {path}: file not found")
     if torch.device(device).type == "cpu" and openvino_available():
         try:
-            compiled, props, version = compile_onnx(path, torch.get_num_threads())
+            run, props, version = compile_onnx(path, torch.get_num_threads())
         except RuntimeError as error:  # OpenVINO's own failures; the file may still run on onnxruntime
             log.warning("%s: OpenVINO cannot run it (%s); using onnxruntime", path, str(error).splitlines()[0])
         else:
             metadata = OnnxMetadata.from_props(props, path)
             _check_rows(metadata, path)
             _log_loaded(path, f"OpenVINO {version}", metadata)
-            return OnnxModel(compiled, metadata, path, engine="openvino")
+            return OnnxModel(run, metadata, path, engine="openvino")
     return _load_onnxruntime(path, device)
 
 
