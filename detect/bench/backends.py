@@ -54,16 +54,14 @@ def torch_backends(model: Darknet, x: torch.Tensor) -> list[Backend]:
 
 def openvino_backend(model: Darknet, x: torch.Tensor, threads: int) -> Backend:
     """The model as predict, val and the API run it on the CPU by default (detect.export.openvino_model)."""
-    import openvino
-
-    from detect.export.openvino_model import load_openvino_model
+    from detect.export.openvino_model import load_openvino_model, openvino_version
 
     compiled = load_openvino_model(model, x.shape[-1], threads, cache_root=None)
 
     def forward():
         return compiled(x)
     return Backend("openvino", timed(forward), lambda: forward().numpy(),
-                   f"OpenVINO {openvino.__version__.split('-')[0]}, float32 (the tools' CPU default)")
+                   f"OpenVINO {openvino_version()}, float32 (the tools' CPU default)")
 
 
 def onnxruntime_options(threads: int):
@@ -192,9 +190,10 @@ def opencv_worker_backends(opencv_path: str, model: Darknet, weights: Path, onnx
 
 def predict_models(model: Darknet, size: int, threads: int,
                    workdir: Path) -> tuple[dict[str, tuple], list[str]]:
-    """name -> (model for detect.api.detect_images, note), each as a tool would load it: `for_inference` (what
-    predict runs on the CPU), the same unpacked, the model as loaded, and a --dynamic ONNX export run through
-    detect.export.runtime (predict's `.onnx` path); the list holds a line for each that could not be made."""
+    """name -> (model for detect.api.detect_images, note), each as a tool would load it: `for_inference`
+    (predict's `--backend torch`), the same unpacked, the model as loaded, the OpenVINO model (predict's default
+    on the CPU), and a --dynamic ONNX export on onnxruntime; the list holds a line for each that could not be
+    made."""
     models = {"torch-packed": (for_inference(copy.deepcopy(model), torch.device("cpu")),
                                "for_inference: fused, oneDNN-packed, NHWC (predict's path without OpenVINO)"),
               "torch-fused": (for_inference(copy.deepcopy(model), torch.device("cpu"), pack=False),

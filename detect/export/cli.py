@@ -158,9 +158,9 @@ def run(args) -> Path:
             if img_size[0] != img_size[1] or args.dynamic:
                 log.warning("the int8 check evaluates square fixed-size graphs only; run detect.val on %s", path)
             else:
-                check = check_int8(float_path, path, args.data, img_size[0],
-                                   DEFAULT_MAX_DROP if args.max_map_drop is None else args.max_map_drop)
-                print(f"{check.line(args.data)}: within {args.max_map_drop or DEFAULT_MAX_DROP:g}")
+                max_drop = DEFAULT_MAX_DROP if args.max_map_drop is None else args.max_map_drop
+                check = check_int8(float_path, path, args.data, img_size[0], max_drop)
+                print(f"{check.line(args.data)}: within {max_drop:g}")
     finally:
         float_path.unlink(missing_ok=True)
     return path

@@ -38,6 +38,13 @@ CONVERSION_VERSION = "1"  # part of the cache key: a change to `_convert` rebuil
 INSTALL_HINT = "pip install openvino"
 
 
+def openvino_version() -> str:
+    """OpenVINO's release, without its build suffix ("2026.4.1")."""
+    import openvino
+
+    return openvino.__version__.split("-")[0]
+
+
 def openvino_available() -> bool:
     try:
         import openvino  # noqa: F401
@@ -85,24 +92,20 @@ def _config(threads: int) -> dict:
 def compile_onnx(path: Path, threads: int):
     """(run, the file's metadata_props as strings, OpenVINO's version) of an ONNX file, compiled for this CPU.
     RuntimeError when OpenVINO cannot read or compile it."""
-    import openvino as ov
-
     core = _core()
     model = core.read_model(str(path))
     framework = model.get_rt_info()["framework"] if model.has_rt_info(["framework"]) else {}
     props = {key: value.astype(str) for key, value in framework.items()}  # the file's metadata_props
-    return _runner(core.compile_model(model, "CPU", _config(threads))), props, ov.__version__.split("-")[0]
+    return _runner(core.compile_model(model, "CPU", _config(threads))), props, openvino_version()
 
 
 class OpenVinoModel:
     """A compiled OpenVINO model with the eval-model contract (module docstring). One inference runs at a time
     (a lock), so one model may serve several threads, as the PyTorch one does."""
 
-
     training = False
 
-    def __init__(self, compiled, model: Darknet, source: str):
-        self.compiled, self.source = compiled, source
+    def __init__(self, compiled, model: Darknet):
         self.num_classes = model.num_classes
         self.max_stride = model.max_stride
         self.input_size = model.input_size
@@ -223,11 +226,11 @@ def load_openvino_model(model: Darknet, img_size: int, threads: int, cache_root:
         if xml is not None:
             _write_cache(ov, converted, xml)
     try:
-        runnable = OpenVinoModel(core.compile_model(converted, "CPU", _config(threads)), fused, source)
+        runnable = OpenVinoModel(core.compile_model(converted, "CPU", _config(threads)), fused)
         diff = _check(runnable, fused)
     except RuntimeError as error:  # OpenVINO's own failures (compiling, shape inference) come as RuntimeError
         summary = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
         raise ValueError(f"OpenVINO could not run this model ({summary[:300]})") from None
     log.info("CPU inference: OpenVINO %s, float32, %d thread(s), model %s (max |diff| from PyTorch %.1e)",
-             ov.__version__.split("-")[0], threads, source, diff)
+             openvino_version(), threads, source, diff)
     return runnable

@@ -6,7 +6,7 @@ None for a --dynamic export), `batch_size` (None when dynamic); `model(x)` takes
 and returns [N, P, 5+K] like `Darknet.eval()(x)`. A fixed batch is served in chunks (the last one padded);
 a fixed input size must be fed at that size. `eval()`, `train()` and `to()` do nothing (neither runtime has
 such state), so tools written for the PyTorch model take this one unchanged. On the CPU OpenVINO runs the file
-when it is installed: the int8 graph of `detect.export --int8` took 15.5 ms there against onnxruntime's 23.8
+when it is installed: the int8 graph of `detect.export --int8` took 10.3 ms there against onnxruntime's 16.1
 (yolov3-tiny, 416, 2 threads, AVX-512 VNNI; README "CPU inference"); a file OpenVINO cannot take runs on
 onnxruntime, with a warning.
 """
@@ -71,21 +71,18 @@ class OnnxModel:
             raise ValueError(f"{self.path}: input {size[0]}x{size[1]} is not a multiple of the stride "
                              f"{self.max_stride}")
 
-    def _run(self, batch: np.ndarray) -> np.ndarray:
-        return self.run_batch(batch)
-
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         self._check_size(x)
         images = x.detach().cpu().contiguous().numpy().astype(self._input_dtype, copy=False)
         if self.batch_size is None:
-            rows = self._run(images)
+            rows = self.run_batch(images)
         else:  # a fixed batch: whole chunks, the last one padded with blank images
             chunks = []
             for start in range(0, len(images), self.batch_size):
                 chunk = images[start:start + self.batch_size]
                 padded = np.zeros((self.batch_size, *chunk.shape[1:]), chunk.dtype)
                 padded[:len(chunk)] = chunk
-                chunks.append(self._run(padded)[:len(chunk)])
+                chunks.append(self.run_batch(padded)[:len(chunk)])
             rows = np.concatenate(chunks)
         return torch.from_numpy(rows).float().to(x.device)
 
