@@ -29,6 +29,7 @@ from detect.data.augment import letterbox
 from detect.data.geometry import rect_shape, round_up
 from detect.data.images import BadImage, read_image
 from detect.evaluation.postprocess import non_max_suppression, scale_to_original
+from detect.export.cpu_engine import BACKENDS
 from detect.export.loading import (
     DEFAULT_DYNAMIC_SIZE,
     check_onnx_backend,
@@ -38,7 +39,6 @@ from detect.export.loading import (
     load_onnx,
     log_default_size,
 )
-from detect.export.openvino_model import BACKENDS
 from detect.ops.preprocess import to_model_input
 from detect.ops.slicing import DEFAULT_OVERLAP, check_slice, merge_tiles, needs_tiles, tile_grid
 from detect.ops.tta import AugmentedModel
@@ -191,8 +191,8 @@ class Detector:
         `augment`: test-time augmentation (detect.ops.tta; not for a fixed-size ONNX model).
         `slice_size`: sliced inference for small objects (detect.ops.slicing): tiles of this many pixels,
         overlapping by at least `slice_overlap` of a tile, each run at `img_size`, merged with the whole image.
-        `backend`: the engine of a `.pt` / `.weights` model on the CPU: "auto" (OpenVINO when installed, else
-        PyTorch), "openvino" or "torch"."""
+        `backend`: the engine of a `.pt` / `.weights` model on the CPU: "auto" (ncnn where the model's layers
+        allow, else OpenVINO, else PyTorch; detect.export.cpu_engine), "ncnn", "openvino" or "torch"."""
         _check_settings(img_size, conf, iou, max_det, batch_size)
         if slice_size is not None:
             check_slice(slice_size, slice_overlap, "slice_size", "slice_overlap")
@@ -240,8 +240,9 @@ class Detector:
 def add_backend_flag(parser) -> None:
     """--backend of detect.predict and detect.val: which engine runs a .pt / .weights model on the CPU."""
     parser.add_argument("--backend", default="auto", choices=BACKENDS,
-                        help="CPU inference engine: auto = OpenVINO when it is installed, else PyTorch (README \"CPU "
-                             "inference\"); openvino or torch to choose. CUDA and .onnx files ignore auto")
+                        help="CPU inference engine: auto = ncnn where the model's layers allow, else OpenVINO, else "
+                             "PyTorch (README \"CPU inference\"); ncnn, openvino or torch to choose. CUDA and .onnx "
+                             "files ignore auto")
 
 
 def add_slice_flags(parser) -> None:

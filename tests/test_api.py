@@ -158,7 +158,7 @@ def coco_detector_by_default():
 def test_darknet_weights_without_names_get_cocos_and_the_cfgs_size(coco_detector_by_default, shared):
     detector, lines = coco_detector_by_default
     cfg = shared("darknet-cfg", "yolov3-tiny.cfg")
-    engine = [line for line in lines if line.startswith("CPU inference: OpenVINO")]
+    engine = [line for line in lines if line.startswith("CPU inference: ncnn")]
     assert len(engine) == 1 and "float32" in engine[0]
     assert [line for line in lines if line not in engine] == [
         f"img_size 416: the [net] size of {cfg} (img_size not given)",

@@ -52,8 +52,20 @@ def torch_backends(model: Darknet, x: torch.Tensor) -> list[Backend]:
     return backends
 
 
+def ncnn_backend(model: Darknet, x: torch.Tensor, threads: int) -> Backend:
+    """The model as predict, val and the API run it on the CPU by default (detect.export.ncnn_model)."""
+    from detect.export.ncnn_model import load_ncnn_model, ncnn_version
+
+    compiled = load_ncnn_model(model, threads)
+
+    def forward():
+        return compiled(x)
+    return Backend("ncnn", timed(forward), lambda: forward().numpy(),
+                   f"ncnn {ncnn_version()}, float32, Winograd (the tools' CPU default)")
+
+
 def openvino_backend(model: Darknet, x: torch.Tensor, threads: int) -> Backend:
-    """The model as predict, val and the API run it on the CPU by default (detect.export.openvino_model)."""
+    """The model as predict, val and the API run it on the CPU where ncnn cannot (detect.export.openvino_model)."""
     from detect.export.openvino_model import load_openvino_model, openvino_version
 
     compiled = load_openvino_model(model, x.shape[-1], threads, cache_root=None)
@@ -61,7 +73,7 @@ def openvino_backend(model: Darknet, x: torch.Tensor, threads: int) -> Backend:
     def forward():
         return compiled(x)
     return Backend("openvino", timed(forward), lambda: forward().numpy(),
-                   f"OpenVINO {openvino_version()}, float32 (the tools' CPU default)")
+                   f"OpenVINO {openvino_version()}, float32 (the CPU engine where ncnn cannot run a model)")
 
 
 def onnxruntime_options(threads: int):
@@ -201,10 +213,16 @@ def predict_models(model: Darknet, size: int, threads: int,
               "torch-unfused": (model, "nn.Conv2d + BatchNorm2d")}
     problems = []
     try:
+        from detect.export.ncnn_model import load_ncnn_model
+
+        models["ncnn"] = (load_ncnn_model(model, threads), "ncnn, float32 (predict's default on the CPU)")
+    except Exception as error:  # noqa: BLE001 - a runtime that cannot load the model is reported, not fatal
+        problems.append(f"ncnn: not run ({type(error).__name__}: {error})")
+    try:
         from detect.export.openvino_model import load_openvino_model
 
         models["openvino"] = (load_openvino_model(model, size, threads, cache_root=None),
-                              "OpenVINO, float32 (predict's default on the CPU)")
+                              "OpenVINO, float32 (predict's engine where ncnn cannot run the model)")
     except Exception as error:  # noqa: BLE001 - a runtime that cannot load the model is reported, not fatal
         problems.append(f"openvino: not run ({type(error).__name__}: {error})")
     try:
@@ -249,7 +267,8 @@ def build_backends(model: Darknet, x: torch.Tensor, threads: int, workdir: Path,
     onnx_bytes = export_onnx_bytes(copy.deepcopy(model).fuse().eval(), *x.shape[:1], *x.shape[2:])
     onnx_path = workdir / "model.onnx"
     onnx_path.write_bytes(onnx_bytes)
-    makers = [("openvino", lambda: openvino_backend(model, x, threads)),
+    makers = [("ncnn", lambda: ncnn_backend(model, x, threads)),
+              ("openvino", lambda: openvino_backend(model, x, threads)),
               ("onnxruntime", lambda: onnxruntime_backend(onnx_bytes, blob, threads)),
               ("opencv-onnx", lambda: opencv_onnx_backend(onnx_path, blob, threads))]
     if int8_data:

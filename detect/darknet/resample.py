@@ -13,7 +13,7 @@ def pool_output_size(size_in: int, padding: int, size: int, stride: int) -> int:
     return (size_in + padding - size) // stride + 1
 
 
-def _pool_pads(h: int, w: int, size: int, stride_y: int, stride_x: int, padding: int) -> tuple[int, int, int, int]:
+def pool_pads(h: int, w: int, size: int, stride_y: int, stride_x: int, padding: int) -> tuple[int, int, int, int]:
     """(left, right, top, bottom) padding so PyTorch's windows land where Darknet's do (left/top = padding//2)."""
     before = padding // 2
     out_h = pool_output_size(h, padding, size, stride_y)
@@ -36,7 +36,7 @@ class MaxPool(nn.Module):
     def forward(self, x):
         if self.depth:
             return self._depth_pool(x)
-        left, right, top, bottom = _pool_pads(x.shape[2], x.shape[3], self.size, self.stride_y, self.stride_x,
+        left, right, top, bottom = pool_pads(x.shape[2], x.shape[3], self.size, self.stride_y, self.stride_x,
                                               self.padding)
         if self.by_views and not (torch.is_grad_enabled() and x.requires_grad):
             return view_max_pool(x, self.size, self.stride_y, self.stride_x, (left, right, top, bottom))
@@ -90,7 +90,7 @@ class LocalAvgPool(nn.Module):
         self.size, self.stride_y, self.stride_x, self.padding = size, stride_y, stride_x, padding
 
     def forward(self, x):
-        pads = _pool_pads(x.shape[2], x.shape[3], self.size, self.stride_y, self.stride_x, self.padding)
+        pads = pool_pads(x.shape[2], x.shape[3], self.size, self.stride_y, self.stride_x, self.padding)
         stride = (self.stride_y, self.stride_x)
         ones = x.new_ones((1, 1) + tuple(x.shape[2:]))
         total = F.avg_pool2d(F.pad(x, pads), self.size, stride, divisor_override=1)

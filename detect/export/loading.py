@@ -14,7 +14,7 @@ from detect.darknet.pt_files import trained_img_size
 from detect.darknet.transfer import COCO_NAMES
 from detect.data.spec import default_cache_dir, read_class_names
 
-from .openvino_model import cpu_backend, load_openvino_model
+from .cpu_engine import cpu_backend, load_cpu_engine
 
 log = logging.getLogger("detect.api")  # the messages users of the API and the tools have always seen
 DEFAULT_DYNAMIC_SIZE = 416  # an ONNX model with a dynamic input size, when no img_size is given
@@ -61,9 +61,9 @@ def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag:
     """(model prepared for inference, the names it carries or None, input size): the size given (`flag`), else
     the size a `.pt` was trained at, else the cfg's [net] size; a multiple of the model's largest stride, checked
     before anything runs (the model is built at its cfg's size, which any such multiple can run at).
-    `backend` (detect.export.openvino_model.cpu_backend): on the CPU `auto` compiles the model with OpenVINO when
-    it is installed (cached under `cache_dir`, default the user's cache), else, and on CUDA, the PyTorch model
-    runs fused (and packed on the CPU). Under `auto` a model OpenVINO cannot take runs on PyTorch, with a warning."""
+    `backend` (detect.export.cpu_engine.cpu_backend): on the CPU `auto` runs the model on ncnn where its layers
+    allow, else on OpenVINO (cached under `cache_dir`, default the user's cache), else, and on CUDA, the PyTorch
+    model runs fused (and packed on the CPU)."""
     loaded = load_model(cfg, weights, exact=True)
     if img_size is None:
         trained = trained_img_size(weights)
@@ -72,15 +72,14 @@ def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag:
         log_default_size(flag, img_size, f"the size {Path(weights).name} was trained at" if trained else
                           f"the [net] size of {cfg_name}")
     check_img_size(img_size, loaded.model.max_stride, flag)
-    if cpu_backend(backend, device) == "openvino":
-        try:
-            model = load_openvino_model(loaded.model, img_size, torch.get_num_threads(),
-                                        Path(cache_dir) if cache_dir else default_cache_dir())
-            return model, loaded.names, img_size
-        except ValueError as error:
-            if backend == "openvino":
-                raise ValueError(f"{weights}: {error}; --backend torch runs it on PyTorch") from None
-            log.warning("%s: %s; running it on PyTorch instead", weights, error)
+    engines = cpu_backend(backend, device)
+    if engines != ["torch"]:
+        compiled = load_cpu_engine(loaded.model, engines, img_size, torch.get_num_threads(),
+                                   Path(cache_dir) if cache_dir else default_cache_dir(), str(weights))
+        if compiled is not None:
+            return compiled, loaded.names, img_size
+        if backend == "auto":
+            log.warning("%s: no CPU engine took this model; running it on PyTorch", weights)
     return for_inference(loaded.model, device), loaded.names, img_size
 
 

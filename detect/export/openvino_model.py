@@ -1,7 +1,7 @@
 """The CPU inference engine of the tools and the API: a Darknet model converted to OpenVINO and compiled for this
 CPU (README "CPU inference" has the figures behind the choice).
 
-`cpu_backend(requested, device)` -> "openvino" | "torch": `auto` takes OpenVINO on the CPU when it is installed.
+The engine choice is detect.export.cpu_engine's: OpenVINO runs the models ncnn cannot.
 `load_openvino_model(model, img_size, threads, cache_root)` -> `OpenVinoModel`, which keeps the eval-model
 contract (`model(x)`: float [N, 3, H, W] in [0, 1] -> [N, P, 5+K], any batch and any size that is a multiple
 of `max_stride`; `eval()`, `train()`, `to()` do nothing), so the tools take it in place of the PyTorch model.
@@ -31,9 +31,10 @@ import torch
 
 from detect.darknet import Darknet
 
+from .engine_check import check_against_torch, engine_input
+
 log = logging.getLogger("detect.api")
 
-BACKENDS = ("auto", "openvino", "torch")
 CONVERSION_VERSION = "1"  # part of the cache key: a change to `_convert` rebuilds every cached model
 INSTALL_HINT = "pip install openvino"
 
@@ -51,23 +52,6 @@ def openvino_available() -> bool:
     except (ImportError, OSError):  # not installed, or its libraries cannot load here
         return False
     return True
-
-
-def cpu_backend(requested: str, device: torch.device) -> str:
-    """The engine that runs a Darknet model on `device`: "openvino" or "torch". `auto` is OpenVINO on the CPU when
-    it is installed, else PyTorch's packed path; CUDA always runs PyTorch."""
-    if requested not in BACKENDS:
-        raise ValueError(f"--backend {requested}: choose one of {', '.join(BACKENDS)}")
-    if device.type != "cpu":
-        if requested == "openvino":
-            raise ValueError(f"--backend openvino runs on the CPU only, not on --device {device}; use --device cpu, "
-                             f"or --backend auto to run PyTorch on {device}")
-        return "torch"
-    if requested == "auto":
-        return "openvino" if openvino_available() else "torch"
-    if requested == "openvino" and not openvino_available():
-        raise ValueError(f"--backend openvino: OpenVINO is not installed ({INSTALL_HINT}); or use --backend torch")
-    return requested
 
 
 def _runner(compiled):
@@ -121,12 +105,7 @@ class OpenVinoModel:
         return self
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4 or x.shape[1] != 3:
-            raise ValueError(f"expected input [N, 3, H, W], got {tuple(x.shape)}")
-        if x.shape[2] % self.max_stride or x.shape[3] % self.max_stride:
-            raise ValueError(f"input {x.shape[2]}x{x.shape[3]} is not a multiple of the model's largest stride "
-                             f"{self.max_stride}")
-        images = x.detach().to("cpu", torch.float32).contiguous().numpy()  # NCHW, whatever layout came in
+        images = engine_input(x, self.max_stride)
         return torch.from_numpy(self._run(images))
 
 
@@ -187,23 +166,6 @@ def _write_cache(ov, converted, xml: Path) -> None:
                 leftover.unlink(missing_ok=True)
 
 
-def _check(compiled_model: OpenVinoModel, fused: Darknet) -> float:
-    """Largest difference from the PyTorch model on 2 images of 2x3 strides (another batch and size than the
-    trace's); raises ValueError when it is not within float32 rounding."""
-    stride = fused.max_stride
-    x = torch.rand(2, 3, 2 * stride, 3 * stride, generator=torch.Generator().manual_seed(1))
-    with torch.inference_mode():
-        expected = fused(x)
-    got = compiled_model(x)
-    if got.shape != expected.shape:
-        raise ValueError(f"OpenVINO gave rows of shape {tuple(got.shape)}, PyTorch {tuple(expected.shape)}")
-    diff = float((got - expected).abs().max())
-    tolerance = 1e-3 + 1e-4 * float(expected.abs().max())
-    if not diff <= tolerance:
-        raise ValueError(f"OpenVINO's outputs differ from PyTorch's by {diff:.3g} (more than {tolerance:.3g})")
-    return diff
-
-
 def load_openvino_model(model: Darknet, img_size: int, threads: int, cache_root: Path | None) -> OpenVinoModel:
     """`model` (as loaded; not changed) compiled by OpenVINO for this CPU with `threads` threads. The converted
     model is cached under `cache_root`/openvino (None: not cached). ValueError when the conversion fails or the
@@ -227,7 +189,7 @@ def load_openvino_model(model: Darknet, img_size: int, threads: int, cache_root:
             _write_cache(ov, converted, xml)
     try:
         runnable = OpenVinoModel(core.compile_model(converted, "CPU", _config(threads)), fused)
-        diff = _check(runnable, fused)
+        diff = check_against_torch(runnable, fused, "OpenVINO")
     except RuntimeError as error:  # OpenVINO's own failures (compiling, shape inference) come as RuntimeError
         summary = " ".join(line.strip() for line in str(error).splitlines() if line.strip())
         raise ValueError(f"OpenVINO could not run this model ({summary[:300]})") from None

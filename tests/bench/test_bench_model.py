@@ -80,10 +80,11 @@ def test_backend_comparison_runs_every_backend_on_a_small_cfg(tmp_path, capsys):
     diffs = {}
     for line in out.splitlines():
         fields = line.split()
-        if fields and fields[0] in ("torch-unfused", "torch-fused", "torch-packed", "openvino", "onnxruntime",
+        if fields and fields[0] in ("torch-unfused", "torch-fused", "torch-packed", "ncnn", "openvino", "onnxruntime",
                                     "opencv-onnx"):
             diffs[fields[0]] = float(fields[5])
-    assert set(diffs) == {"torch-unfused", "torch-fused", "torch-packed", "openvino", "onnxruntime", "opencv-onnx"}
+    assert set(diffs) == {"torch-unfused", "torch-fused", "torch-packed", "ncnn", "openvino", "onnxruntime",
+                          "opencv-onnx"}
     assert diffs["torch-unfused"] == 0 and max(diffs.values()) < 1e-3
 
 
@@ -106,7 +107,7 @@ def test_predict_path_rows_on_images(tmp_path, capsys):
         fields = line.split()
         if len(fields) > 6 and fields[1] in ("rect", "square"):
             rows[tuple(fields[:2])] = [float(v) for v in fields[2:6]]  # median, p10, p90, first pass
-    backends = ("torch-packed", "torch-fused", "torch-unfused", "openvino", "onnxruntime")
+    backends = ("torch-packed", "torch-fused", "torch-unfused", "ncnn", "openvino", "onnxruntime")
     assert set(rows) == {(b, canvas) for b in backends for canvas in ("rect", "square")}
     assert all(v > 0 for values in rows.values() for v in values)
 

@@ -1,5 +1,6 @@
-"""detect.export.openvino_model: the engine choice, outputs against PyTorch at free batch and size, the converted
-model's cache (reuse, damage, no room), the check that refuses a wrong conversion, and the tools' --backend."""
+"""detect.export.openvino_model: outputs against PyTorch at free batch and size, the converted model's cache
+(reuse, damage, no room), the check that refuses a wrong conversion, and the tools' --backend. The engine order
+is tests/export/test_cpu_engine.py's."""
 
 import copy
 import logging
@@ -8,12 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from detect.api import Detector
 from detect.darknet import Darknet
-from detect.darknet.load import load_model
-from detect.export import openvino_model
+from detect.export import cpu_engine, openvino_model
 from detect.export.loading import load_darknet
-from detect.export.openvino_model import OpenVinoModel, cpu_backend, load_openvino_model
+from detect.export.openvino_model import OpenVinoModel, load_openvino_model
+from tests.export.engine_rows import assert_rows_match
 from tests.log_lines import log_lines
 from tests.test_val import write_tiny_checkpoint
 
@@ -81,46 +81,11 @@ def _small_model() -> Darknet:
     return model
 
 
-def test_the_engine_is_openvino_on_the_cpu_and_torch_on_cuda(monkeypatch):
-    assert cpu_backend("auto", CPU) == "openvino" and cpu_backend("torch", CPU) == "torch"
-    assert cpu_backend("auto", torch.device("cuda")) == "torch"
-    with pytest.raises(ValueError, match="runs on the CPU only"):
-        cpu_backend("openvino", torch.device("cuda"))
-    with pytest.raises(ValueError, match="choose one of auto, openvino, torch"):
-        cpu_backend("tensorrt", CPU)
-    monkeypatch.setattr(openvino_model, "openvino_available", lambda: False)
-    assert cpu_backend("auto", CPU) == "torch"
-    with pytest.raises(ValueError, match="pip install openvino"):
-        cpu_backend("openvino", CPU)
-
-
 def test_outputs_equal_pytorchs_at_any_batch_and_size(tmp_path):
     model = _small_model()
     compiled = load_openvino_model(model, 64, 2, tmp_path)
     assert isinstance(compiled, OpenVinoModel) and compiled.max_stride == model.max_stride == 8 and compiled.num_classes == 3
-    for shape in [(1, 3, 64, 64), (3, 3, 32, 96), (2, 3, 128, 40)]:
-        x = torch.rand(shape, generator=torch.Generator().manual_seed(sum(shape)))
-        with torch.inference_mode():
-            expected = model(x)
-        got = compiled(x)
-        assert got.shape == expected.shape and got.dtype == torch.float32
-        assert float((got - expected).abs().max()) < 1e-3
-    nhwc = torch.rand(1, 3, 64, 64).to(memory_format=torch.channels_last)  # what val feeds on the CPU
-    with torch.inference_mode():
-        assert float((compiled(nhwc) - model(nhwc)).abs().max()) < 1e-3
-    with pytest.raises(ValueError, match="not a multiple of the model's largest stride 8"):
-        compiled(torch.rand(1, 3, 36, 64))
-
-
-def test_yolov3_tiny_rows_equal_the_unfused_models_within_1e_3(shared, tmp_path):
-    model = load_model(shared("darknet-cfg", "yolov3-tiny.cfg"), shared("weights", "yolov3-tiny.weights"),
-                       exact=True).model.eval()
-    compiled = load_openvino_model(model, 416, 2, tmp_path)
-    for shape in [(1, 3, 416, 416), (2, 3, 320, 416)]:  # square, and a rect canvas of predict at batch 2
-        x = torch.rand(shape, generator=torch.Generator().manual_seed(0))
-        with torch.inference_mode():
-            expected = model(x)
-        assert float((compiled(x) - expected).abs().max()) < 1e-3  # boxes in input pixels, up to ~600
+    assert_rows_match(compiled, model, [(1, 3, 64, 64), (3, 3, 32, 96), (2, 3, 128, 40)])
 
 
 def test_the_converted_model_is_cached_and_a_damaged_entry_rebuilt(tmp_path, monkeypatch, caplog):
@@ -169,26 +134,13 @@ def test_a_conversion_that_differs_from_pytorch_is_refused_and_auto_falls_back(t
         load_openvino_model(_small_model(), 64, 1, None)
 
     weights = write_tiny_checkpoint(tmp_path)
+    monkeypatch.setattr(cpu_engine, "ncnn_available", lambda: False)  # auto: OpenVINO, then PyTorch
     with caplog.at_level(logging.WARNING, "detect.api"):
         model, _, _ = load_darknet(weights, None, CPU, 64, "--img-size", "auto", tmp_path / "cache")
-    assert isinstance(model, Darknet) and "running it on PyTorch instead" in caplog.text
+    assert isinstance(model, Darknet) and "trying the next engine" in caplog.text
+    assert "no CPU engine took this model; running it on PyTorch" in caplog.text
     with pytest.raises(ValueError, match="--backend torch runs it on PyTorch"):
         load_darknet(weights, None, CPU, 64, "--img-size", "openvino", tmp_path / "cache")
-
-
-def test_detector_finds_the_same_objects_on_either_engine(shared, tmp_path, monkeypatch):
-    monkeypatch.setenv("DETECT_CACHE", str(tmp_path))
-    cfg, weights = shared("darknet-cfg", "yolov3-tiny.cfg"), shared("weights", "yolov3-tiny.weights")
-    image = shared("data", "coco-tiny", "val2017", "000000005001.jpg")
-    found = {}
-    for backend in ("auto", "torch"):
-        detector = Detector.load(weights, cfg, device="cpu", img_size=416, backend=backend)
-        assert isinstance(detector.model, OpenVinoModel if backend == "auto" else Darknet)
-        found[backend] = detector(image)
-    assert len(found["auto"]) == len(found["torch"]) >= 5
-    np.testing.assert_array_equal(found["auto"].class_ids, found["torch"].class_ids)
-    np.testing.assert_allclose(found["auto"].boxes, found["torch"].boxes, atol=1e-2)
-    np.testing.assert_allclose(found["auto"].scores, found["torch"].scores, atol=1e-4)
 
 
 def test_the_tools_take_backend_and_refuse_it_for_onnx(tmp_path, capsys):

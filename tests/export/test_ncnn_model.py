@@ -1,0 +1,179 @@
+"""detect.export.ncnn_graph and ncnn_model: every layer kind the converter writes gives the PyTorch model's rows at
+any batch and size, yolov3-tiny's real weights within 1e-3, the layers it refuses (named), and the check that
+refuses a wrong network."""
+
+import copy
+
+import pytest
+import torch
+
+from detect.darknet import Darknet
+from detect.export import ncnn_graph as graph_module
+from detect.export.ncnn_graph import UnsupportedLayer, ncnn_graph
+from detect.export.ncnn_model import NcnnModel, load_ncnn_model
+from tests.export.engine_rows import assert_rows_match
+
+pytest.importorskip("ncnn")
+
+# stride 8; depthwise and dilated convolutions, every fused and separate activation kind, Darknet's maxpool
+# windows (2/2, 2/1 with its one-sided pad, 3/1), routes with groups, shortcuts onto more and fewer channels with
+# an activation, a scaled upsample and a dropout
+EVERY_LAYER_CFG = """[net]
+width=64
+height=64
+channels=3
+[convolutional]
+batch_normalize=1
+filters=16
+size=3
+stride=1
+pad=1
+activation=leaky
+[maxpool]
+size=2
+stride=2
+[convolutional]
+batch_normalize=1
+filters=16
+size=3
+stride=1
+pad=1
+groups=16
+activation=mish
+[convolutional]
+batch_normalize=1
+filters=16
+size=3
+stride=1
+pad=1
+dilation=2
+activation=swish
+[route]
+layers=-1
+groups=2
+group_id=1
+[convolutional]
+batch_normalize=1
+filters=8
+size=1
+stride=1
+pad=1
+activation=logistic
+[route]
+layers=-1,-3
+[shortcut]
+from=-5
+activation=relu6
+[maxpool]
+size=2
+stride=1
+[convolutional]
+batch_normalize=1
+filters=24
+size=3
+stride=2
+pad=1
+activation=tanh
+[convolutional]
+batch_normalize=1
+filters=16
+size=1
+stride=1
+pad=1
+activation=leaky
+[shortcut]
+from=-2
+activation=leaky
+[maxpool]
+size=3
+stride=1
+[dropout]
+probability=0.3
+[maxpool]
+size=2
+stride=2
+[convolutional]
+batch_normalize=1
+filters=16
+size=1
+stride=1
+pad=1
+activation=relu
+[shortcut]
+from=-2
+activation=linear
+[upsample]
+stride=2
+scale=0.5
+[route]
+layers=-1,-7
+[convolutional]
+size=1
+stride=1
+pad=1
+filters=24
+activation=linear
+[yolo]
+mask=0,1,2
+anchors=4,6, 10,12, 20,18
+classes=3
+num=3
+"""
+
+
+def _model(cfg: str = EVERY_LAYER_CFG) -> Darknet:
+    torch.manual_seed(0)
+    model = Darknet(cfg).eval()
+    for module in model.modules():  # BatchNorm statistics that are not the identity, so fusing them matters
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2.0)
+    return model
+
+
+def test_every_layer_kind_gives_pytorchs_rows_at_any_batch_and_size():
+    model = _model()
+    kinds = {line.split()[0] for line in ncnn_graph(model.fuse()).param.splitlines()[2:]}
+    assert {"Convolution", "ConvolutionDepthWise", "Pooling", "Crop", "Concat", "BinaryOp", "Interp", "Split",
+            "Swish", "TanH", "Clip", "ReLU"} <= kinds
+    model = _model()
+    compiled = load_ncnn_model(model, 2)
+    assert isinstance(compiled, NcnnModel) and compiled.max_stride == model.max_stride == 8
+    assert_rows_match(compiled, model, [(1, 3, 64, 64), (3, 3, 32, 96), (2, 3, 128, 48)])
+
+
+@pytest.mark.parametrize("section, named", [
+    ("[shortcut]\nfrom=-2\nweights_type=per_feature\nweights_normalization=relu\n", "weighted shortcut"),
+    ("[reorg3d]\nstride=2\n", "Reorg3d has no ncnn counterpart"),
+    ("[maxpool]\nsize=1\nstride=1\nmaxpool_depth=1\nout_channels=4\n", "maxpool_depth"),
+    ("[upsample]\nstride=-2\n", "negative stride"),
+])
+def test_a_layer_without_an_ncnn_form_is_refused_by_name(section, named):
+    head = EVERY_LAYER_CFG.split("[maxpool]")[0]  # net, conv 16
+    cfg = head + "[convolutional]\nfilters=16\nsize=1\nstride=1\nactivation=leaky\n" + section + \
+        "[convolutional]\nfilters=24\nsize=1\nstride=1\nactivation=linear\n" + \
+        "[yolo]\nmask=0,1,2\nanchors=4,6, 10,12, 20,18\nclasses=3\nnum=3\n"
+    with pytest.raises(UnsupportedLayer, match=f"layer2: .*{named}"):
+        load_ncnn_model(Darknet(cfg, img_size=64).eval(), 1)
+
+
+def test_an_activation_ncnn_lacks_and_a_classifier_are_refused():
+    cfg = EVERY_LAYER_CFG.replace("activation=tanh", "activation=selu")
+    with pytest.raises(UnsupportedLayer, match="layer9: activation 'selu' has no ncnn layer"):
+        ncnn_graph(_model(cfg).fuse())
+    with pytest.raises(UnsupportedLayer, match="classifier"):
+        ncnn_graph(Darknet("[net]\nwidth=32\nheight=32\nchannels=3\n[convolutional]\nfilters=4\nsize=3\nactivation=leaky\n"
+                           "[avgpool]\n[softmax]\n").fuse())
+
+
+def test_a_network_that_differs_from_pytorch_is_refused(monkeypatch):
+    real = graph_module.ncnn_graph
+
+    def wrong(fused):
+        other = copy.deepcopy(fused)  # the check compares with `fused` itself
+        other.layers[-2].conv.bias.data.add_(1.0)  # another model: every score differs
+        return real(other)
+    monkeypatch.setattr("detect.export.ncnn_model.ncnn_graph", wrong)
+    with pytest.raises(ValueError, match="ncnn's outputs differ from PyTorch's by"):
+        load_ncnn_model(_model(), 1)
+
