@@ -207,7 +207,7 @@ def predict_models(model: Darknet, size: int, threads: int,
     on the CPU), and a --dynamic ONNX export on onnxruntime; the list holds a line for each that could not be
     made."""
     models = {"torch-packed": (for_inference(copy.deepcopy(model), torch.device("cpu")),
-                               "for_inference: fused, oneDNN-packed, NHWC (predict's path without OpenVINO)"),
+                               "for_inference: fused, oneDNN-packed, NHWC (predict's --backend torch)"),
               "torch-fused": (for_inference(copy.deepcopy(model), torch.device("cpu"), pack=False),
                               "for_inference(pack=False): fused, plain nn.Conv2d"),
               "torch-unfused": (model, "nn.Conv2d + BatchNorm2d")}
