@@ -370,3 +370,18 @@ def test_other_class_counts_keep_ids_and_say_so(tmp_path):
                     "COCO's 80; --names gives them)"]
     record = json.loads((_run_dir(tmp_path, "ids") / "json" / "p0.json").read_text())
     assert record["detections"] and {d["name"] for d in record["detections"]} <= {"0", "1", "2"}
+
+
+def test_a_box_at_the_right_edge_keeps_its_whole_label_inside_the_image():
+    from detect.predict.outputs import class_colour, draw
+
+    image = np.zeros((120, 200, 3), np.uint8)
+    det = torch.tensor([[185.0, 40.0, 199.0, 100.0, 0.44, 5.0]])  # a narrow box against the right edge
+    out = draw(image, det, [str(k) for k in range(5)] + ["bus"])
+    colour = np.array(class_colour(5))
+    label_rows = out[:40]  # the label sits above the box's top (y 40)
+    filled = np.nonzero((label_rows == colour).all(-1).any(0))[0]
+    (tw, _), _ = cv2.getTextSize("bus 0.44", cv2.FONT_HERSHEY_SIMPLEX, 0.4, 1)
+    assert filled.max() == 199 and filled.max() - filled.min() + 1 >= tw  # whole width, ending at the edge
+    left_side = np.abs(out[45:95, 184:187].astype(int) - colour).sum(-1).min(-1)  # anti-aliased 1-pixel line
+    assert (left_side < 60).all()  # the box itself is drawn where it is

@@ -31,8 +31,9 @@ def draw(image: np.ndarray, det: torch.Tensor, names: list[str]) -> np.ndarray:
         label = f"{names[int(k)]} {score:.2f}"
         (tw, th), base = cv2.getTextSize(label, cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, 1)
         top = p1[1] - th - base if p1[1] - th - base >= 0 else p1[1]
-        cv2.rectangle(out, (p1[0], top), (p1[0] + tw, top + th + base), colour, -1)
-        cv2.putText(out, label, (p1[0], top + th), cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, (255, 255, 255),
+        left = min(max(p1[0], 0), max(out.shape[1] - tw, 0))  # a box at the right edge keeps its label readable
+        cv2.rectangle(out, (left, top), (left + tw, top + th + base), colour, -1)
+        cv2.putText(out, label, (left, top + th), cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, (255, 255, 255),
                     1, cv2.LINE_AA)
     return out
 

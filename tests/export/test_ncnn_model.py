@@ -3,6 +3,7 @@ any batch and size, yolov3-tiny's real weights within 1e-3, the layers it refuse
 refuses a wrong network."""
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
@@ -177,3 +178,22 @@ def test_a_network_that_differs_from_pytorch_is_refused(monkeypatch):
     with pytest.raises(ValueError, match="ncnn's outputs differ from PyTorch's by"):
         load_ncnn_model(_model(), 1)
 
+
+
+DETECTION_CFGS = sorted(p for p in (Path(__file__).parents[2] / "cfg").glob("*.cfg")
+                        if "[yolo]" in p.read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg", DETECTION_CFGS, ids=lambda p: p.stem)
+def test_every_detection_model_in_cfg_converts_and_gives_pytorchs_rows(cfg):
+    model = _model(str(cfg))  # random weights and BatchNorm statistics; the unfused model is the reference
+    compiled = load_ncnn_model(model, 2)
+    stride = model.max_stride
+    x = torch.rand(1, 3, 3 * stride, 2 * stride, generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        expected = model(x)
+    got = compiled(x)
+    assert got.shape == expected.shape
+    assert float(expected.abs().max()) > 50  # box rows in input pixels: 1e-3 is float32 rounding, not slack
+    assert float((got - expected).abs().max()) < 1e-3  # 8e-6 (yolo-mini) to 3.1e-4 (yolov4-p5) measured
