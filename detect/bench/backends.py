@@ -56,7 +56,7 @@ def ncnn_backend(model: Darknet, x: torch.Tensor, threads: int) -> Backend:
     """The model as predict, val and the API run it on the CPU by default (detect.export.ncnn_model)."""
     from detect.export.ncnn_model import load_ncnn_model, ncnn_version
 
-    compiled = load_ncnn_model(model, threads)
+    compiled = load_ncnn_model(model, threads, x.shape[-1])
 
     def forward():
         return compiled(x)
@@ -203,9 +203,9 @@ def opencv_worker_backends(opencv_path: str, model: Darknet, weights: Path, onnx
 def predict_models(model: Darknet, size: int, threads: int,
                    workdir: Path) -> tuple[dict[str, tuple], list[str]]:
     """name -> (model for detect.api.detect_images, note), each as a tool would load it: `for_inference`
-    (predict's `--backend torch`), the same unpacked, the model as loaded, the OpenVINO model (predict's default
-    on the CPU), and a --dynamic ONNX export on onnxruntime; the list holds a line for each that could not be
-    made."""
+    (predict's `--backend torch`), the same unpacked, the model as loaded, the ncnn and OpenVINO models
+    (predict's CPU engines), and a --dynamic ONNX export on onnxruntime; the list holds a line for each that
+    could not be made."""
     models = {"torch-packed": (for_inference(copy.deepcopy(model), torch.device("cpu")),
                                "for_inference: fused, oneDNN-packed, NHWC (predict's --backend torch)"),
               "torch-fused": (for_inference(copy.deepcopy(model), torch.device("cpu"), pack=False),
@@ -215,7 +215,7 @@ def predict_models(model: Darknet, size: int, threads: int,
     try:
         from detect.export.ncnn_model import load_ncnn_model
 
-        models["ncnn"] = (load_ncnn_model(model, threads), "ncnn, float32 (predict's default on the CPU)")
+        models["ncnn"] = (load_ncnn_model(model, threads, size), "ncnn, float32 (predict's default on the CPU)")
     except Exception as error:  # noqa: BLE001 - a runtime that cannot load the model is reported, not fatal
         problems.append(f"ncnn: not run ({type(error).__name__}: {error})")
     try:

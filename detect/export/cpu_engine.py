@@ -53,7 +53,7 @@ def cpu_backend(requested: str, device: torch.device) -> list[str]:
 
 def _load(engine: str, model: Darknet, img_size: int, threads: int, cache_root: Path | None):
     if engine == "ncnn":
-        return load_ncnn_model(model, threads)
+        return load_ncnn_model(model, threads, img_size)
     return load_openvino_model(model, img_size, threads, cache_root)
 
 

@@ -1,7 +1,7 @@
 """A Darknet model run by ncnn on the CPU: the default CPU engine of the tools and the API where the model's layers
 all have an ncnn form (README "CPU inference" has the figures behind the choice).
 
-`load_ncnn_model(model, threads)` -> `NcnnModel`, which keeps the eval-model contract (`model(x)`: float
+`load_ncnn_model(model, threads, img_size)` -> `NcnnModel`, which keeps the eval-model contract (`model(x)`: float
 [N, 3, H, W] in [0, 1] -> [N, P, 5+K] rows, any batch and any size that is a multiple of `max_stride`;
 `eval()`, `train()`, `to()` do nothing), so the tools take it in place of the PyTorch model.
 
@@ -119,11 +119,12 @@ def _net(graph: NcnnGraph, threads: int):
     return net
 
 
-def load_ncnn_model(model: Darknet, threads: int) -> NcnnModel:
-    """`model` (as loaded; not changed) as an ncnn network with `threads` threads. ValueError when a layer has no
+def load_ncnn_model(model: Darknet, threads: int, img_size: int | None = None) -> NcnnModel:
+    """`model` (as loaded; not changed) as an ncnn network with `threads` threads, its kernels chosen for
+    `img_size` x `img_size` inputs (default: the model's size; any size runs). ValueError when a layer has no
     ncnn form (UnsupportedLayer, naming it) or the network does not match the PyTorch model."""
     fused = copy.deepcopy(model).fuse().eval()
-    graph = ncnn_graph(fused)
+    graph = ncnn_graph(fused, (img_size, img_size) if img_size else None)
     runnable = NcnnModel(_net(graph, threads), graph, fused)
     try:
         diff = check_against_torch(runnable, fused, "ncnn")

@@ -143,6 +143,15 @@ def test_every_layer_kind_gives_pytorchs_rows_at_any_batch_and_size():
     assert_rows_match(compiled, model, [(1, 3, 64, 64), (3, 3, 32, 96), (2, 3, 128, 48)])
 
 
+def test_kernel_hints_name_each_convolutions_output_at_the_intended_size_and_any_size_still_runs():
+    model = _model()
+    lines = {line.split()[1]: line for line in ncnn_graph(_model().fuse(), (96, 128)).param.splitlines()[2:]}
+    assert "-23330=4,3,128,96,16 31=64" in lines["layer0"]  # (w, h, c) at 96x128; the image's conv runs direct
+    assert "-23330=4,3,32,24,24" in lines["layer9"] and "31=" not in lines["layer9"]  # stride 4, 16 channels in
+    compiled = load_ncnn_model(model, 2, img_size=96)  # kernels chosen for 96x96, run at other sizes
+    assert_rows_match(compiled, model, [(1, 3, 96, 96), (2, 3, 40, 120)])
+
+
 @pytest.mark.parametrize("section, named", [
     ("[shortcut]\nfrom=-2\nweights_type=per_feature\nweights_normalization=relu\n", "weighted shortcut"),
     ("[reorg3d]\nstride=2\n", "Reorg3d has no ncnn counterpart"),
@@ -170,10 +179,10 @@ def test_an_activation_ncnn_lacks_and_a_classifier_are_refused():
 def test_a_network_that_differs_from_pytorch_is_refused(monkeypatch):
     real = graph_module.ncnn_graph
 
-    def wrong(fused):
+    def wrong(fused, size):
         other = copy.deepcopy(fused)  # the check compares with `fused` itself
         other.layers[-2].conv.bias.data.add_(1.0)  # another model: every score differs
-        return real(other)
+        return real(other, size)
     monkeypatch.setattr("detect.export.ncnn_model.ncnn_graph", wrong)
     with pytest.raises(ValueError, match="ncnn's outputs differ from PyTorch's by"):
         load_ncnn_model(_model(), 1)
