@@ -7,9 +7,10 @@ all have an ncnn form (README "CPU inference" has the figures behind the choice)
 
 ncnn runs the network up to the [yolo] heads' inputs (detect.export.ncnn_graph writes it from the fused model
 in well under a second, so nothing is cached); the heads' decode stays the PyTorch model's own. Its 3x3
-convolutions use Winograd transforms, which is where its time goes below OpenVINO's and OpenCV's direct or
-GEMM convolutions. Storage and arithmetic are float32 throughout: ncnn would store weights and activations
-as fp16 or bf16 where the CPU has them. Each load checks the network against the PyTorch model.
+convolutions use Winograd transforms, which do less arithmetic than OpenVINO's direct convolutions (OpenCV's
+Darknet importer uses Winograd too; ncnn's kernels are faster). Storage and arithmetic are float32 throughout:
+ncnn would store weights and activations as fp16 or bf16 where the CPU has them. Each load checks the network
+against the PyTorch model.
 """
 
 from __future__ import annotations
