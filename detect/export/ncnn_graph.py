@@ -215,6 +215,7 @@ def ncnn_graph(fused: Darknet, size: tuple[int, int] | None = None) -> NcnnGraph
     if fused.is_classifier:
         raise UnsupportedLayer("a classifier (no [yolo] heads)")
     writer = _Writer()
+    target = size or fused.input_size
     blobs: list[str] = []  # per layer index: the blob holding its output
     head_blobs: list[str] = []
     current = INPUT_BLOB
@@ -228,7 +229,7 @@ def ncnn_graph(fused: Darknet, size: tuple[int, int] | None = None) -> NcnnGraph
             head_blobs.append(current)
         elif isinstance(layer, ConvBlock):
             current = _convolution(writer, name, layer, current,
-                                   _scaled(fused.layer_shapes[i], size or fused.input_size, fused.input_size))
+                                   _scaled(fused.layer_shapes[i], target, fused.input_size))
         elif isinstance(layer, MaxPool):
             current = _maxpool(writer, name, layer, current, in_shape)
         elif isinstance(layer, Upsample):

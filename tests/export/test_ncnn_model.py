@@ -188,7 +188,6 @@ def test_a_network_that_differs_from_pytorch_is_refused(monkeypatch):
         load_ncnn_model(_model(), 1)
 
 
-
 DETECTION_CFGS = sorted(p for p in (Path(__file__).parents[2] / "cfg").glob("*.cfg")
                         if "[yolo]" in p.read_text())
 
