@@ -240,3 +240,41 @@ def test_batch_size_auto_finds_a_batch_that_fits(shared, tmp_path):
     line = next(x for x in proc.stdout.splitlines() if "--batch-size auto:" in x)
     chosen = yaml.safe_load((tmp_path / "runs" / "exp" / "opts.yaml").read_text())["batch_size"]
     assert isinstance(chosen, int) and chosen >= 8 and chosen % 8 == 0 and f"auto: {chosen} per process" in line
+
+
+# ---- augmentation painted on the GPU ---------------------------------------------------------------------------
+
+def test_device_painting_on_cuda_equals_the_cpu_painting(shared):
+    from detect.data.augment_config import AugmentConfig
+    from detect.data.datasets import TrainDataset, collate_train, collate_train_device
+    from detect.data.device_paint import paint_batch, paint_uint8
+    from detect.data.loader import open_split
+
+    shared("data", "coco-tiny")
+    source = open_split(ROOT / "data" / "coco-tiny.yaml", "train")
+    device = TrainDataset(source, 416, AugmentConfig(mixup=0.5, mosaic9=0.3, degrees=5), seed=1, buffer_images=128)
+    host = TrainDataset(source, 416, device.augment, seed=1, buffer_images=128)
+    device.on_device = True
+    keys = [(2, i) for i in range(0, 80, 5)]
+    batch = collate_train_device([device[k] for k in keys])
+    on_cpu = paint_uint8(batch[0]).int()
+    on_gpu = (paint_batch(batch[0].pin_memory(), torch.device("cuda")) * 255).round().int().cpu()
+    host_images = collate_train([host[k] for k in keys])[0].int()
+    gpu_vs_cpu, gpu_vs_host = (on_gpu - on_cpu).abs(), (on_gpu - host_images).abs()
+    print(f"CUDA vs CPU painting: max {int(gpu_vs_cpu.max())}, > 1 level {(gpu_vs_cpu > 1).float().mean():.5%}; "
+          f"CUDA vs host pipeline: mean {gpu_vs_host.float().mean():.3f}, > 2 levels {(gpu_vs_host > 2).float().mean():.4%}")
+    assert (gpu_vs_cpu > 1).float().mean() < 1e-4 and gpu_vs_host.float().mean() < 0.5
+
+
+def test_short_coco_tiny_run_with_cache_ram_augments_on_the_gpu(shared, tmp_path):
+    shared("data", "coco-tiny")
+    cmd = [sys.executable, "train.py", "--cfg", "cfg/yolov3-tiny.cfg", "--data", "data/coco-tiny.yaml",
+           "--img-size", "416", "--batch-size", "16", "--epochs", "3", "--workers", "8", "--cache", "ram",
+           "--device", "cuda", "--project", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache")]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "augmented on the device" in proc.stdout and "image cache" in (proc.stdout + proc.stderr).lower()
+    rows = (tmp_path / "runs" / "exp" / "results.csv").read_text().splitlines()
+    print("\n".join(rows))
+    assert len(rows) == 4 and (tmp_path / "runs" / "exp" / "best.pt").exists()
+    assert (tmp_path / "runs" / "exp" / "train_batch0.jpg").stat().st_size > 10_000

@@ -16,7 +16,7 @@ import numpy as np
 
 from detect.data.augment_config import AugmentConfig
 from detect.data.geometry import letterbox_ratio
-from detect.data.mosaic import PAD_VALUE, build_mosaic
+from detect.data.mosaic import PAD_VALUE
 
 
 def letterbox(image: np.ndarray, shape: tuple[int, int],
@@ -109,30 +109,47 @@ def _resize_span(shift: float, zoom: float, length: int, out_size: int) -> tuple
     return first, stop, round(shift + zoom * first)
 
 
-def warp_axis_aligned(image: np.ndarray, matrix: np.ndarray, out_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """`warp` for an axis-aligned matrix, by cropping what reaches the output and resizing it (several times
-    cheaper than warpAffine, the largest cost of a training sample). The shift is moved by < 0.5 px so the
-    resized crop lands on whole pixels; returns (out, the matrix actually applied) and boxes must use the latter.
-    """
+def axis_aligned_crop(matrix: np.ndarray, height: int, width: int, out_size: int):
+    """The plan of `warp_axis_aligned` for an axis-aligned matrix on a height x width source: (the matrix actually
+    applied, (x0, x1, dx, y0, y1, dy) or None). The crop [x0, x1) x [y0, y1) of the source, resized by the zoom,
+    lands with its first pixel at (dx, dy); the shift moves by < 0.5 px so that it lands on whole pixels. None:
+    the crop would come out of OpenCV's resize at its own size (a zoom within half a pixel of 1 over it), which
+    OpenCV copies instead of resizing, so the sample is warped with `matrix` as it is."""
     zoom_x, zoom_y = float(matrix[0, 0]), float(matrix[1, 1])
-    h, w = image.shape[:2]
-    x0, x1, dx = _resize_span(float(matrix[0, 2]), zoom_x, w, out_size)
-    y0, y1, dy = _resize_span(float(matrix[1, 2]), zoom_y, h, out_size)
+    x0, x1, dx = _resize_span(float(matrix[0, 2]), zoom_x, width, out_size)
+    y0, y1, dy = _resize_span(float(matrix[1, 2]), zoom_y, height, out_size)
+    # OpenCV's size for fx/fy without dsize: each side times its factor, rounded half to even (as round())
+    same = round((x1 - x0) * zoom_x) == x1 - x0 and round((y1 - y0) * zoom_y) == y1 - y0
+    if x1 > x0 and y1 > y0 and same and (zoom_x != 1 or zoom_y != 1):
+        return matrix, None
+    applied = matrix.astype(np.float64).copy()
+    applied[0, 2], applied[1, 2] = dx - zoom_x * x0, dy - zoom_y * y0
+    return applied, (x0, x1, dx, y0, y1, dy)
+
+
+def paint_axis_aligned(image: np.ndarray, matrix: np.ndarray, crop, out_size: int) -> np.ndarray:
+    """The pixels of an `axis_aligned_crop` plan: the crop resized (fx/fy, no dsize: corner coordinates map by
+    exactly the zoom, x' = zoom * x) and placed on PAD_VALUE."""
+    x0, x1, dx, y0, y1, dy = crop
     out = np.full((out_size, out_size, 3), PAD_VALUE, dtype=np.uint8)
     if x1 > x0 and y1 > y0:
-        # resize with fx/fy (no dsize) maps corner coordinates by exactly the zoom: x' = zoom * x
-        crop = image[y0:y1, x0:x1]
-        part = cv2.resize(crop, None, fx=zoom_x, fy=zoom_y, interpolation=cv2.INTER_LINEAR)
-        if part.shape == crop.shape and (zoom_x != 1 or zoom_y != 1):
-            # a zoom within half a pixel of 1 over the crop: OpenCV sees equal sizes and copies instead
-            return warp(image, matrix, out_size), matrix
+        part = cv2.resize(image[y0:y1, x0:x1], None, fx=float(matrix[0, 0]), fy=float(matrix[1, 1]),
+                          interpolation=cv2.INTER_LINEAR)
         ph, pw = part.shape[:2]
         ox0, oy0, ox1, oy1 = max(dx, 0), max(dy, 0), min(dx + pw, out_size), min(dy + ph, out_size)
         if ox1 > ox0 and oy1 > oy0:
             out[oy0:oy1, ox0:ox1] = part[oy0 - dy:oy1 - dy, ox0 - dx:ox1 - dx]
-    applied = matrix.astype(np.float64).copy()
-    applied[0, 2], applied[1, 2] = dx - zoom_x * x0, dy - zoom_y * y0
-    return out, applied
+    return out
+
+
+def warp_axis_aligned(image: np.ndarray, matrix: np.ndarray, out_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """`warp` for an axis-aligned matrix, by cropping what reaches the output and resizing it (several times
+    cheaper than warpAffine, the largest cost of a training sample). Returns (out, the matrix actually applied);
+    boxes must use the latter (`axis_aligned_crop`)."""
+    applied, crop = axis_aligned_crop(matrix, *image.shape[:2], out_size)
+    if crop is None:
+        return warp(image, matrix, out_size), matrix
+    return paint_axis_aligned(image, applied, crop, out_size), applied
 
 
 def transform_boxes(boxes: np.ndarray, matrix: np.ndarray) -> np.ndarray:
@@ -222,19 +239,32 @@ def clip_and_filter(boxes: np.ndarray, reference: np.ndarray, size: int,
     return clipped[keep].astype(np.float32), keep
 
 
-def augment_hsv(image: np.ndarray, rng: np.random.Generator, cfg: AugmentConfig) -> np.ndarray:
-    """Random hue/saturation/value gains through lookup tables on a BGR uint8 image (in place)."""
+def draw_hsv_gains(rng: np.random.Generator, cfg: AugmentConfig) -> np.ndarray | None:
+    """Hue, saturation and value gains (None, and no draw, when all three are off)."""
     if not (cfg.hsv_h or cfg.hsv_s or cfg.hsv_v):
-        return image
-    gains = rng.uniform(-1, 1, 3) * (cfg.hsv_h, cfg.hsv_s, cfg.hsv_v) + 1
+        return None
+    return rng.uniform(-1, 1, 3) * (cfg.hsv_h, cfg.hsv_s, cfg.hsv_v) + 1
+
+
+def hsv_tables(gains: np.ndarray) -> np.ndarray:
+    """The lookup tables of `gains` for OpenCV's 8-bit H (0-179), S and V: uint8 [3, 256]."""
     x = np.arange(256, dtype=np.float32)
-    lut_h = ((x * gains[0]) % 180).astype(np.uint8)
-    lut_s = np.clip(x * gains[1], 0, 255).astype(np.uint8)
-    lut_v = np.clip(x * gains[2], 0, 255).astype(np.uint8)
+    return np.stack([((x * gains[0]) % 180).astype(np.uint8), np.clip(x * gains[1], 0, 255).astype(np.uint8),
+                     np.clip(x * gains[2], 0, 255).astype(np.uint8)])
+
+
+def apply_hsv(image: np.ndarray, tables: np.ndarray) -> np.ndarray:
+    """`hsv_tables` applied to a BGR uint8 image through OpenCV's HSV (in place)."""
     h, s, v = cv2.split(cv2.cvtColor(image, cv2.COLOR_BGR2HSV))
-    hsv = cv2.merge((cv2.LUT(h, lut_h), cv2.LUT(s, lut_s), cv2.LUT(v, lut_v)))
+    hsv = cv2.merge((cv2.LUT(h, tables[0]), cv2.LUT(s, tables[1]), cv2.LUT(v, tables[2])))
     cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR, dst=image)
     return image
+
+
+def augment_hsv(image: np.ndarray, rng: np.random.Generator, cfg: AugmentConfig) -> np.ndarray:
+    """Random hue/saturation/value gains through lookup tables on a BGR uint8 image (in place)."""
+    gains = draw_hsv_gains(rng, cfg)
+    return image if gains is None else apply_hsv(image, hsv_tables(gains))
 
 
 def flip_boxes_lr(boxes: np.ndarray, width: int) -> np.ndarray:
@@ -249,39 +279,18 @@ def flip_boxes_ud(boxes: np.ndarray, height: int) -> np.ndarray:
     return out
 
 
+def draw_mix_ratio(rng: np.random.Generator) -> float:
+    """mixup's weight of the sample's own image: r ~ beta(32, 32), close to 0.5."""
+    return float(rng.beta(32.0, 32.0))
+
+
+def blend(image: np.ndarray, other: np.ndarray, ratio: float) -> np.ndarray:
+    return cv2.addWeighted(image, ratio, other, 1.0 - ratio, 0.0)
+
+
 def mixup(rng: np.random.Generator, image: np.ndarray, boxes: np.ndarray, classes: np.ndarray,
           other: np.ndarray, other_boxes: np.ndarray, other_classes: np.ndarray):
     """Blend two samples of one size, `image` weighted r ~ beta(32, 32) (close to 0.5) and `other` 1 - r, and
     keep the boxes of both. Returns (image, boxes, classes, r)."""
-    ratio = float(rng.beta(32.0, 32.0))
-    blended = cv2.addWeighted(image, ratio, other, 1.0 - ratio, 0.0)
-    return blended, np.concatenate([boxes, other_boxes]), np.concatenate([classes, other_classes]), ratio
-
-
-def geometric_augment(rng: np.random.Generator, images: list[np.ndarray], boxes: list[np.ndarray],
-                      classes: list[np.ndarray], size: int, cfg: AugmentConfig):
-    """Mosaic (4 or 9 images) or centred single image, then one random affine warp to size x size.
-
-    `images` are already resized to a long side of `size`, `boxes` are in their pixels. Returns
-    (image, boxes [k,4] float32 xyxy, classes [k], matrix input -> output).
-    """
-    if len(images) in (4, 9):
-        source, visible, full = build_mosaic(rng, size, images, boxes)
-        place, frame = np.eye(3), 2 * size
-        if len(images) == 9:  # the affine centres a random 2S window of the 3S canvas (its centre on the middle tile)
-            place = translation(*(-rng.uniform(0, size, 2)))
-    else:
-        source, visible = images[0], boxes[0]
-        full = visible
-        h, w = source.shape[:2]
-        place, frame = translation((size - w) / 2, (size - h) / 2), size  # centred in the S x S frame
-    matrix = random_affine_matrix(rng, frame, frame, size, cfg) @ place
-    if is_axis_aligned(matrix):
-        out, matrix = warp_axis_aligned(source, matrix, size)
-    else:
-        out = warp(source, matrix, size)
-    visible_out = transform_clip_boxes(visible, matrix, size)
-    cut_off = (visible[:, 2] <= visible[:, 0]) | (visible[:, 3] <= visible[:, 1])  # fell off the mosaic canvas
-    visible_out[cut_off] = 0.0
-    kept, keep = clip_and_filter(visible_out, transform_boxes(full, matrix), size, cfg)
-    return out, kept, np.concatenate(classes)[keep], matrix
+    ratio = draw_mix_ratio(rng)
+    return blend(image, other, ratio), np.concatenate([boxes, other_boxes]), np.concatenate([classes, other_classes]), ratio

@@ -17,16 +17,17 @@ from torch.utils.data import Dataset, default_collate
 
 from detect.data.augment import (
     PAD_VALUE,
-    augment_hsv,
+    draw_hsv_gains,
+    draw_mix_ratio,
     flip_boxes_lr,
     flip_boxes_ud,
-    geometric_augment,
     letterbox_place,
     letterbox_resize,
-    mixup,
 )
 from detect.data.augment_config import AugmentConfig
+from detect.data.device_augment import DeviceSample, collate_device
 from detect.data.images import load_image, load_image_for_size, resize_long_side
+from detect.data.sample_plan import GeometryPlan, SamplePlan, paint_sample, plan_geometry
 from detect.data.sources import DatasetSource
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class TrainDataset(Dataset):
         self._recent: OrderedDict[int, tuple[np.ndarray, float]] = OrderedDict()
         self.buffer_images = int(buffer_images)
         self.unreadable = UnreadableImages()
+        self.on_device = False  # True: samples are DeviceSample sources, painted per batch on the device
 
     def __len__(self) -> int:
         return len(self.records)
@@ -131,6 +133,17 @@ class TrainDataset(Dataset):
                       f" has the data folder or its mount gone away?")
 
     def _sample(self, epoch: int, index: int, batch, draw: int = 0):
+        plan = self.plan(epoch, index, batch, draw)
+        s = self.img_size
+        labels = np.concatenate([plan.classes[:, None].astype(np.float32),
+                                 xyxy_to_normalised_cxcywh(plan.boxes, s, s)], 1)
+        if self.on_device:  # the pixels are painted with the whole batch on the device: send their sources
+            return DeviceSample.of(plan), torch.from_numpy(labels), self.records[index].path
+        return to_chw_rgb(paint_sample(plan), plan.flip_lr, plan.flip_ud), torch.from_numpy(labels), \
+            self.records[index].path
+
+    def plan(self, epoch: int, index: int, batch=None, draw: int = 0) -> SamplePlan:
+        """Every draw of sample (epoch, index) and its boxes (detect.data.sample_plan), no pixel painted yet."""
         # Every draw comes from this one generator, in a fixed order, and a draw for an augmentation that is off
         # is not made (so a new key at 0 leaves the samples of earlier runs as they were). `draw` k > 0: the k-th
         # repeat of this image in the epoch (repeat-factor sampling) gets a stream of its own.
@@ -138,23 +151,25 @@ class TrainDataset(Dataset):
         s, cfg = self.img_size, self.augment
         mosaic_epoch = self.mosaic_epochs is None or int(epoch) < self.mosaic_epochs
         pool = batch if batch else range(len(self.records))
-        out, boxes, classes = self._geometry(rng, index, pool, mosaic_epoch)
+        geometries = [self._geometry(rng, index, pool, mosaic_epoch)]
+        boxes, classes, ratio = geometries[0].boxes, geometries[0].classes, None
         if mosaic_epoch and cfg.mixup > 0 and rng.random() < cfg.mixup:
             # the second sample is made like the first (its own mosaic draw), from the same pool
-            partner = self._geometry(rng, pool[int(rng.integers(0, len(pool)))], pool, mosaic_epoch)
-            out, boxes, classes, _ = mixup(rng, out, boxes, classes, *partner)
-        augment_hsv(out, rng, cfg)
+            geometries.append(self._geometry(rng, pool[int(rng.integers(0, len(pool)))], pool, mosaic_epoch))
+            ratio = draw_mix_ratio(rng)
+            boxes = np.concatenate([boxes, geometries[1].boxes])
+            classes = np.concatenate([classes, geometries[1].classes])
+        gains = draw_hsv_gains(rng, cfg)
         flip_lr = cfg.fliplr > 0 and rng.random() < cfg.fliplr
         flip_ud = cfg.flipud > 0 and rng.random() < cfg.flipud
         if flip_lr:
             boxes = flip_boxes_lr(boxes, s)
         if flip_ud:
             boxes = flip_boxes_ud(boxes, s)
-        labels = np.concatenate([classes[:, None].astype(np.float32), xyxy_to_normalised_cxcywh(boxes, s, s)], 1)
-        return to_chw_rgb(out, flip_lr, flip_ud), torch.from_numpy(labels), self.records[index].path
+        return SamplePlan(geometries, ratio, gains, flip_lr, flip_ud, boxes, classes, s)
 
-    def _geometry(self, rng: np.random.Generator, index: int, pool, mosaic_epoch: bool):
-        """Image `index` alone or in a mosaic of 4 or 9 with partners from `pool`, warped: (image, boxes, classes)."""
+    def _geometry(self, rng: np.random.Generator, index: int, pool, mosaic_epoch: bool) -> GeometryPlan:
+        """Image `index` alone or in a mosaic of 4 or 9 with partners from `pool`, warped."""
         cfg = self.augment
         use_mosaic = cfg.mosaic > 0 and rng.random() < cfg.mosaic
         use_mosaic &= mosaic_epoch
@@ -163,8 +178,7 @@ class TrainDataset(Dataset):
         indices = [index, *(pool[j] for j in rng.integers(0, len(pool), partners))] if partners else [index]
         images, boxes = zip(*(self.load_resized(i) for i in indices))
         classes = [self.records[i].classes for i in indices]
-        out, boxes, classes, _ = geometric_augment(rng, list(images), list(boxes), classes, self.img_size, cfg)
-        return out, boxes, classes
+        return plan_geometry(rng, list(images), list(boxes), classes, self.img_size, cfg)
 
 
 class EvalDataset(Dataset):
@@ -221,6 +235,12 @@ def _stack_images(images) -> torch.Tensor:
 def collate_train(batch):
     images, labels, paths = zip(*batch)
     return _stack_images(images), _stack_targets(list(labels)), list(paths)
+
+
+def collate_train_device(batch):
+    """Training batches whose pixels are painted on the device: (DeviceBatch, targets, paths)."""
+    samples, labels, paths = zip(*batch)
+    return collate_device(list(samples)), _stack_targets(list(labels)), list(paths)
 
 
 def collate_eval(batch):

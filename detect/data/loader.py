@@ -24,7 +24,14 @@ import torch
 from torch.utils.data import DataLoader
 
 from detect.data.augment_config import AugmentConfig
-from detect.data.datasets import EvalDataset, TrainDataset, collate_eval, collate_train, worker_init
+from detect.data.datasets import (
+    EvalDataset,
+    TrainDataset,
+    collate_eval,
+    collate_train,
+    collate_train_device,
+    worker_init,
+)
 from detect.data.repeat_sampling import RepeatFactors
 from detect.data.samplers import (
     EpochKeyedBatchSampler,
@@ -93,7 +100,8 @@ class TrainLoader:
         self.keys = keys  # the key stream; it calls the DistributedSampler's set_epoch
         # not persistent: the stream itself keeps its workers, and close() must really stop them
         kwargs = {**_loader_kwargs(workers), "persistent_workers": False}
-        self._loader = DataLoader(dataset, batch_sampler=keys, collate_fn=collate_train, **kwargs)
+        collate = collate_train_device if dataset.on_device else collate_train
+        self._loader = DataLoader(dataset, batch_sampler=keys, collate_fn=collate, **kwargs)
         self._stream: list = []  # [iterator] while one runs; a list so the exit hook can empty it
         self._next: tuple[int, int] | None = None  # (epoch, batch) the running iterator yields next
         # a loader iterator still alive at interpreter shutdown can hang the exit: stop its workers first
@@ -137,7 +145,7 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
                        rank: int, world_size: int, seed: int, cache_dir=None, split: str = "train",
                        buffer_images: int | None = None, max_batches: int | None = None,
                        epochs: int | None = None, cache: str | None = None,
-                       repeat_thresh: float | None = None) -> TrainLoader:
+                       repeat_thresh: float | None = None, on_device: bool = False) -> TrainLoader:
     """Per-process batches of `batch_size` at img_size x img_size (`TrainLoader`).
 
     The shuffle uses `seed` on every rank; each sample's augmentation is seeded by (seed, epoch, index), so it
@@ -148,7 +156,9 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
     batches of an epoch that will never run). `cache` ("ram" | "disk"): decoded images kept between epochs
     (detect.data.image_cache); the samples are the same bit for bit. `repeat_thresh` (t): repeat-factor
     sampling (detect.data.repeat_sampling), images of classes in fewer than a fraction t of the images
-    appear more often in an epoch; None: every image once per epoch.
+    appear more often in an epoch; None: every image once per epoch. `on_device`: batches are
+    detect.data.device_augment.DeviceBatch (workers plan the samples and send their source pixels; the trainer
+    paints them on its device with detect.data.device_paint); the boxes are the same.
     """
     if img_size % stride:
         raise ValueError(f"image size {img_size} must be a multiple of the model's stride {stride}")
@@ -157,6 +167,7 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
         buffer_images = min(8 * batch_size, 512)
     dataset = TrainDataset(source, img_size, augment or AugmentConfig(), seed=seed, buffer_images=buffer_images,
                            epochs=epochs)
+    dataset.on_device = on_device
     if cache:
         dataset.image_cache = attach_image_cache(source, dataset, img_size, "train", cache, cache_dir)
         dataset.buffer_images = 0  # every image is a memory read away: no per-worker copies
@@ -172,7 +183,7 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
                                                  None if factors is None else factors.image)
     keys = EpochKeyedBatchSampler(batch_sampler, sampler, max_batches, epochs)
     log.info(f"train loader: {len(dataset)} images, {len(keys)} batches of {batch_size} per rank, "
-             f"{workers} worker(s)")
+             f"{workers} worker(s), augmented on {'the device' if on_device else 'the host'}")
     return TrainLoader(dataset, keys, workers)
 
 

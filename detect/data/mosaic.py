@@ -44,24 +44,36 @@ def mosaic9_placements(size: int, shapes: list[tuple[int, int]]):
         yield slice(y1, y2), slice(x1, x2), slice(y1 - dy, y2 - dy), slice(x1 - dx, x2 - dx), (dx, dy)
 
 
-def build_mosaic(rng: np.random.Generator, size: int, tiles: list[np.ndarray], boxes: list[np.ndarray]):
-    """A mosaic of 4 tiles on 2S x 2S or of 9 on 3S x 3S: (canvas, visible boxes, full boxes) with boxes in
-    canvas coordinates.
+def mosaic_layout(rng: np.random.Generator, size: int, shapes: list[tuple[int, int]], boxes: list[np.ndarray]):
+    """Where the 4 or 9 tiles of `shapes` go (the random draws of a mosaic), without touching a pixel:
+    (canvas side, placements as `mosaic_placements` yields them, visible boxes, full boxes) in canvas coordinates.
 
     `visible` is each box cut to its tile's part on the canvas; `full` is the uncut box (for the area ratio).
     """
-    if len(tiles) not in (4, 9):
-        raise ValueError(f"a mosaic has 4 or 9 tiles, got {len(tiles)}")
-    shapes = [t.shape[:2] for t in tiles]
-    side = (2 if len(tiles) == 4 else 3) * size
-    places = mosaic_placements(rng, size, shapes) if len(tiles) == 4 else mosaic9_placements(size, shapes)
-    canvas = np.full((side, side, 3), PAD_VALUE, dtype=np.uint8)
+    if len(shapes) not in (4, 9):
+        raise ValueError(f"a mosaic has 4 or 9 tiles, got {len(shapes)}")
+    side = (2 if len(shapes) == 4 else 3) * size
+    places = list(mosaic_placements(rng, size, shapes) if len(shapes) == 4 else mosaic9_placements(size, shapes))
     visible, full = [], []
-    for tile, b, (cy, cx, ty, tx, (dx, dy)) in zip(tiles, boxes, places):
-        canvas[cy, cx] = tile[ty, tx]
+    for b, (cy, cx, _, _, (dx, dy)) in zip(boxes, places):
         moved = b + np.array([dx, dy, dx, dy], dtype=np.float64)
         full.append(moved)
         lo = np.array([cx.start, cy.start] * 2, dtype=np.float64)
         hi = np.array([cx.stop, cy.stop] * 2, dtype=np.float64)
         visible.append(np.clip(moved, lo, hi))
-    return canvas, np.concatenate(visible), np.concatenate(full)
+    return side, places, np.concatenate(visible), np.concatenate(full)
+
+
+def paint_mosaic(side: int, tiles: list[np.ndarray], places) -> np.ndarray:
+    """The side x side canvas of a layout: each tile's placed part on PAD_VALUE."""
+    canvas = np.full((side, side, 3), PAD_VALUE, dtype=np.uint8)
+    for tile, (cy, cx, ty, tx, _) in zip(tiles, places):
+        canvas[cy, cx] = tile[ty, tx]
+    return canvas
+
+
+def build_mosaic(rng: np.random.Generator, size: int, tiles: list[np.ndarray], boxes: list[np.ndarray]):
+    """A mosaic of 4 tiles on 2S x 2S or of 9 on 3S x 3S: (canvas, visible boxes, full boxes) with boxes in
+    canvas coordinates (`mosaic_layout`, then `paint_mosaic`)."""
+    side, places, visible, full = mosaic_layout(rng, size, [t.shape[:2] for t in tiles], boxes)
+    return paint_mosaic(side, tiles, places), visible, full

@@ -55,10 +55,13 @@ class RunMonitor:
 
     def on_batch(self, epoch: int, index: int, images, targets, paths=()) -> None:
         if self.plots and epoch == 0 and index < TRAIN_MOSAICS:
+            from detect.data.device_augment import DeviceBatch
+            from detect.data.device_paint import paint_uint8
             from detect.plots.mosaics import batch_tiles, draw_mosaic
 
             path = self.run_dir / f"train_batch{index}.jpg"
-            _guarded(path.name, lambda: draw_mosaic(batch_tiles(images.numpy(), targets.numpy(), paths), self.names,
+            pixels = paint_uint8(images) if isinstance(images, DeviceBatch) else images
+            _guarded(path.name, lambda: draw_mosaic(batch_tiles(pixels.numpy(), targets.numpy(), paths), self.names,
                                                     path))
 
     def on_evaluation(self, result) -> None:

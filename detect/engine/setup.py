@@ -194,6 +194,12 @@ def build_optimisation(model, opts: TrainOptions, hyp: Hyp, ctx: dist.DistContex
     return optimizer, LRSchedule.from_config(optim, total, warmup, opts.schedule), accumulate, steps_per_epoch
 
 
+def augments_on_device(augment_on: str, device: torch.device) -> bool:
+    """--augment-on: device (any device, the CPU too), host, or auto = the device on CUDA (where the loader workers'
+    OpenCV work is what keeps the GPU waiting; README "On GPUs" has the figures)."""
+    return augment_on == "device" or (augment_on == "auto" and device.type == "cuda")
+
+
 def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Path, cfg_source,
                 weights: str | None, sources=None, monitor=None, ckpt: dict | None = None) -> TrainSetup:
     """Everything the loop needs; `sources` (train, val) are opened from --data unless given. `opts.nbs` is
@@ -214,7 +220,8 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
     loader = build_train_loader(train_source, img_size, opts.batch_size, hyp.augment, opts.workers, model.max_stride,
                                 ctx.rank, ctx.world_size, opts.seed, cache_dir=opts.cache_dir,
                                 max_batches=opts.max_batches, epochs=opts.epochs, cache=opts.cache,
-                                repeat_thresh=opts.repeat_thresh if opts.sampler == "repeat-factor" else None)
+                                repeat_thresh=opts.repeat_thresh if opts.sampler == "repeat-factor" else None,
+                                on_device=augments_on_device(opts.augment_on, ctx.device))
     evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx,
                                  monitor.on_evaluation if monitor is not None else None, opts.cache,
                                  opts.cache_dir, opts.coco_backend, opts.metric)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from detect.data.device_augment import DeviceBatch
+from detect.data.device_paint import paint_batch
 from detect.engine.checkpoint import rng_state, set_rng_state
 from detect.engine.progress import EpochProgress
 from detect.engine.trainer_state import (
@@ -40,8 +42,12 @@ class Trainer:
         self.stop_signal = False  # set by the SIGTERM handler
 
     # ---- one micro-batch -------------------------------------------------------------------------------------
-    def _prepare(self, images: torch.Tensor, micro_index: int) -> torch.Tensor:
-        x = to_model_input(images, self.setup.ctx.device)
+    def _prepare(self, images, micro_index: int) -> torch.Tensor:
+        """The micro-batch as the model's input: a host batch of uint8 images, or a DeviceBatch painted here."""
+        if isinstance(images, DeviceBatch):
+            x = paint_batch(images, self.setup.ctx.device)
+        else:
+            x = to_model_input(images, self.setup.ctx.device)
         if self.setup.multi_scale is not None:
             x = self.setup.multi_scale.resize(x, self.setup.multi_scale.size_for(micro_index))
         return x.contiguous(memory_format=torch.channels_last) if self.setup.channels_last else x
@@ -149,7 +155,7 @@ class Trainer:
             if parts is not None:
                 sums += parts
                 counted += 1
-            images_seen += images.shape[0]
+            images_seen += len(images)
             if last_of_window:
                 lr = step_lr
                 st.batch_in_epoch = i + 1

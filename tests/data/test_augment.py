@@ -11,13 +11,13 @@ import pytest
 from detect.data.augment import (
     AugmentConfig,
     augment_hsv,
-    build_mosaic,
     flip_boxes_lr,
-    geometric_augment,
     letterbox,
     transform_boxes,
 )
 from detect.data.datasets import to_chw_rgb
+from detect.data.mosaic import build_mosaic
+from detect.data.sample_plan import geometric_augment
 
 TOL = 1.5  # pixels
 

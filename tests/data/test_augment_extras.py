@@ -8,9 +8,7 @@ import torch
 from detect.data import datasets
 from detect.data.augment import (
     AugmentConfig,
-    build_mosaic,
     flip_boxes_ud,
-    geometric_augment,
     mixup,
     perspective_matrix,
     random_affine_matrix,
@@ -21,6 +19,8 @@ from detect.data.augment import (
 )
 from detect.data.datasets import to_chw_rgb
 from detect.data.loader import build_train_loader
+from detect.data.mosaic import build_mosaic
+from detect.data.sample_plan import geometric_augment, paint_geometry
 from tests.data.test_augment import TOL, mask_box, mask_image, random_box, random_tiles
 
 ALL_ON = AugmentConfig(mixup=1.0, mosaic9=0.5, flipud=0.5, perspective=0.0005)
@@ -168,34 +168,29 @@ def test_mixup_blends_with_the_drawn_ratio_and_keeps_both_box_sets():
     assert classes.tolist() == [3, 5, 6]
 
 
-def test_a_mixed_sample_holds_both_samples_boxes_and_blended_pixels(small_synthetic, monkeypatch):
+def test_a_mixed_sample_holds_both_samples_boxes_and_blended_pixels(small_synthetic):
     spec, cache_dir = small_synthetic
-    calls = []
-
-    def recording(rng, image, boxes, classes, *other):
-        calls.append((image.copy(), boxes, classes, other[0].copy(), *other[1:]))
-        result = mixup(rng, image, boxes, classes, *other)
-        calls[-1] += (result[3],)
-        return result
-
-    monkeypatch.setattr(datasets, "mixup", recording)
     loader = build_train_loader(spec, 64, 5, AugmentConfig(mixup=1.0, fliplr=0.0, hsv_h=0, hsv_s=0, hsv_v=0),
                                 0, 32, 0, 1, seed=0, cache_dir=cache_dir)
     image, labels, _ = loader.dataset[(0, 3)]
-    (own, own_boxes, own_classes, other, other_boxes, other_classes, ratio), = calls
-    assert len(own_boxes) and len(other_boxes)
+    plan = loader.dataset.plan(0, 3)
+    ratio = plan.mix_ratio
+    assert 0.3 < ratio < 0.7
+    own_plan, other_plan = plan.geometries
+    own, other = paint_geometry(own_plan, 64), paint_geometry(other_plan, 64)
+    assert len(own_plan.boxes) and len(other_plan.boxes)
     expected = np.rint(own.astype(np.float64) * ratio + other * (1 - ratio))[..., ::-1].transpose(2, 0, 1)
     np.testing.assert_array_equal(image.numpy(), expected)
-    want = np.concatenate([own_boxes, other_boxes]) / 64
+    want = np.concatenate([own_plan.boxes, other_plan.boxes]) / 64
     np.testing.assert_allclose(labels[:, 3:].numpy(), (want[:, 2:] - want[:, :2]), atol=1e-6)
-    assert labels[:, 0].tolist() == [*own_classes.tolist(), *other_classes.tolist()]
+    assert labels[:, 0].tolist() == [*own_plan.classes.tolist(), *other_plan.classes.tolist()]
 
 
 def test_mosaic9_is_the_share_of_mosaics_it_says(small_synthetic, monkeypatch):
     spec, cache_dir = small_synthetic
     tiles = []
-    real = datasets.geometric_augment
-    monkeypatch.setattr(datasets, "geometric_augment", lambda rng, images, *a: tiles.append(len(images))
+    real = datasets.plan_geometry
+    monkeypatch.setattr(datasets, "plan_geometry", lambda rng, images, *a: tiles.append(len(images))
                         or real(rng, images, *a))
     for mosaic9, expected in ((1.0, {9}), (0.0, {4}), (0.5, {4, 9})):
         tiles.clear()

@@ -189,13 +189,13 @@ def test_close_mosaic_trains_the_last_epochs_on_whole_images(small_synthetic, mo
 
     spec, cache_dir = small_synthetic
     sources_per_sample = []
-    real = datasets.geometric_augment
+    real = datasets.plan_geometry
 
     def counting(rng, images, *args):
         sources_per_sample.append(len(images))  # 4 for a mosaic, 1 for a whole image
         return real(rng, images, *args)
 
-    monkeypatch.setattr(datasets, "geometric_augment", counting)
+    monkeypatch.setattr(datasets, "plan_geometry", counting)
     augment = AugmentConfig(mosaic=1.0, close_mosaic=0.25)
     assert augment.mosaic_epochs(4) == 3 and augment.mosaic_epochs(None) is None
     loader = build_train_loader(spec, 64, 5, augment, 0, 32, 0, 1, seed=0, cache_dir=cache_dir, epochs=4)
