@@ -22,16 +22,25 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 nproc
 python3 -c "import torch, cv2, numpy; print('torch', torch.__version__, 'cv2', cv2.__version__, 'numpy', numpy.__version__)"
 STAGES=${GPU_STAGES:-tests bench}
+G=tests/test_gpu.py
 if [[ $STAGES == *tests* ]]; then
-    timeout 330 python3 -m pytest -q -p no:cacheprovider -m gpu -s -x --timeout 300 tests/test_gpu.py \
-        2>&1 | tee "$OUT/gpu_tests.log" | grep -E "passed|failed|error|Error|amp |bf16,|rank |cpu |CUDA vs|^[0-9]+,|epoch," \
-        | cut -c1-300
-    python3 -m pytest -q -p no:cacheprovider tests/data/test_device_augment.py 2>&1 | tail -1
+    timeout ${GPU_TEST_TIMEOUT:-200} python3 -m pytest -q -p no:cacheprovider -s --timeout 150 -rA \
+        $G::test_device_painting_on_cuda_equals_the_cpu_painting $G::test_val_on_gpu_matches_cpu \
+        $G::test_nccl_ddp_steps_with_amp_and_channels_last $G::test_resume_on_gpu_equals_uninterrupted_run \
+        $G::test_sync_batchnorm_equals_one_process_over_the_global_batch \
+        $G::test_short_coco_tiny_run_with_cache_ram_augments_on_the_gpu $G::test_default_job_under_torchrun_on_gpu \
+        $G::test_batch_size_auto_finds_a_batch_that_fits tests/data/test_device_augment.py \
+        > "$OUT/gpu_tests.log" 2>&1
+    grep -E "^(PASSED|FAILED|ERROR)|passed|failed|amp |bf16,|rank |cpu 0|CUDA vs|^[0-9]+,|Timeout" "$OUT/gpu_tests.log" \
+        | cut -c1-250
 fi
 if [[ $STAGES == *bench* ]]; then
-    timeout 330 python3 -m detect.bench train --cfg cfg/yolov3-tiny.cfg cfg/yolov3-spp.cfg cfg/yolov4-csp.cfg \
-        --img-size 416 --batch-size 64 --workers 15 --loaders ${GPU_LOADERS:-decode ram ram-device} \
-        --profile ${GPU_PROFILE:-10} 2>&1 | tee "$OUT/bench_416.log" | grep -v Warning
-    timeout 150 python3 -m detect.bench train --cfg cfg/yolov3-spp.cfg --img-size 640 --batch-size 64 --workers 15 \
-        --loaders ram ram-device --profile ${GPU_PROFILE:-10} 2>&1 | tee "$OUT/bench_640.log" | grep -v Warning
+    timeout ${GPU_BENCH_TIMEOUT:-230} python3 -m detect.bench train --cfg cfg/yolov3-tiny.cfg cfg/yolov3-spp.cfg \
+        cfg/yolov4-csp.cfg --img-size 416 --batch-size 64 --workers 15 \
+        --loaders ${GPU_LOADERS:-decode ram ram-device ram-device:6} --profile ${GPU_PROFILE:-5} \
+        > "$OUT/bench_416.log" 2>&1
+    grep -v -i "warn\|anchors" "$OUT/bench_416.log"
+    timeout 100 python3 -m detect.bench train --cfg cfg/yolov3-spp.cfg --img-size 640 --batch-size 64 --workers 15 \
+        --loaders ram ram-device:6 --profile ${GPU_PROFILE:-5} > "$OUT/bench_640.log" 2>&1
+    grep -v -i "warn\|anchors" "$OUT/bench_640.log"
 fi

@@ -23,6 +23,7 @@ from detect.engine.config import LossConfig
 from detect.engine.options import TrainOptions
 from detect.engine.setup import build_trainer
 from detect.runtime import dist
+from detect.runtime.precision import autocast
 from tests.conftest import ROOT
 from tests.distributed import run_distributed
 from tests.test_train_dist import _StopAtStep
@@ -94,7 +95,7 @@ def test_nccl_ddp_steps_with_amp_and_channels_last(amp, shared, tmp_path, nccl_g
           f"{s.scaler.get_scale() if s.scaler.is_enabled() else '-'}")
     assert all(math.isfinite(t) for t in totals) and trainer.state.nonfinite_total == 0
     assert totals[-1] < 0.9 * totals[0]
-    with trainer._autocast():  # the heads' raw maps come out in the autocast dtype
+    with autocast(s.ctx.device, s.amp_dtype):  # the heads' raw maps come out in the autocast dtype
         raw = s.ddp_model(torch.rand(2, 3, 320, 320, device="cuda").contiguous(memory_format=torch.channels_last))
     assert raw[0].dtype == (expected or torch.float32)
     assert s.ema.updates == trainer.state.step == 40
@@ -270,6 +271,7 @@ def test_short_coco_tiny_run_with_cache_ram_augments_on_the_gpu(shared, tmp_path
     shared("data", "coco-tiny")
     cmd = [sys.executable, "train.py", "--cfg", "cfg/yolov3-tiny.cfg", "--data", "data/coco-tiny.yaml",
            "--img-size", "416", "--batch-size", "16", "--epochs", "3", "--workers", "8", "--cache", "ram",
+           "--augment-on", "device",
            "--device", "cuda", "--project", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache")]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -3,16 +3,19 @@
 Each row is the real training step of `detect.engine.trainer.Trainer` (forward under autocast, loss, backward,
 clipping, fused SGD step, EMA) built by `detect.engine.setup.build_setup` exactly as `train.py` builds it, on one
 process. Per cfg, input size and batch: images/s with the data excluded (two real batches, reused) and
-included (the training loader with its workers), peak memory, the model's forward GFLOPs per image and, on
-CUDA, the fraction of the measured bf16 matrix-multiply peak the step reaches
+included (the training loader with its workers, one column per `--loaders` variant: images decoded every
+step or kept in RAM, augmented by the workers or on the device), peak memory, the model's forward GFLOPs per
+image and, on CUDA, the fraction of the measured bf16 matrix-multiply peak the step reaches
 (3 x forward FLOPs x images/s / peak: the backward pass costs about twice the forward).
-`--batch-size max` doubles the batch from 64 until the next would not fit. Figures, not pass/fail.
+`--batch-size max` doubles the batch from 64 until the next would not fit. `--profile N` adds, per row, the
+split of a step's time from N steps under torch.profiler (detect.bench.step_split). Figures, not pass/fail.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import itertools
 import os
 import resource
@@ -22,12 +25,16 @@ from pathlib import Path
 
 import torch
 
+from detect.bench.step_split import format_split, profile_steps
 from detect.data.loader import PREFETCH_FACTOR
 from detect.engine.config import Hyp
 from detect.engine.options import TrainOptions
 
 VARIANT_HELP = ("precision (fp32, bf16, fp16), optionally -nchw (no channels_last) and -compile, e.g. "
                 "bf16 bf16-compile fp32-nchw")
+# the data variants of the data-included figure: name -> (TrainOptions.cache, TrainOptions.augment_on)
+LOADERS = {"decode": (None, "host"), "ram": ("ram", "host"), "ram-device": ("ram", "device"),
+           "decode-device": (None, "device")}
 
 
 def parse_args(argv) -> argparse.Namespace:
@@ -46,13 +53,30 @@ def parse_args(argv) -> argparse.Namespace:
                    help="dataset spec whose train split feeds the steps")
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1) if cuda else 2,
                    help="loader workers for the data-included figure")
-    p.add_argument("--no-data", action="store_true", help="skip the data-included figure")
+    p.add_argument("--loaders", nargs="+", default=["decode", "ram", "ram-device"] if cuda else ["ram"],
+                   help="data variants of the data-included figure, one column each: decode (every step), ram "
+                        "(decoded once, kept in RAM), ram-device and decode-device (augmented on the device); "
+                        "NAME:W runs that loader with W workers instead of --workers")
+    p.add_argument("--no-data", action="store_true", help="skip the data-included figures")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="after each row's figures, N steps with the data excluded and N with the first loader "
+                        "under torch.profiler: the split of a step's time (0: off)")
+    p.add_argument("--cache-dir", default=None,
+                   help="generated data, label and image caches (default: $DETECT_CACHE or ~/.cache/detect)")
     args = p.parse_args(argv)
     for b in args.batch:
         if b != "max" and not (b.isdigit() and int(b) > 0):
             p.error(f"--batch-size takes positive integers or max, got {b!r}")
     for v in args.variants:
         parse_variant(v, p.error)
+    for name in args.loaders:
+        kind, _, workers = name.partition(":")
+        if kind not in LOADERS or (workers and not workers.isdigit()):
+            p.error(f"--loaders: unknown loader {name!r}; choose from {', '.join(LOADERS)}, each optionally with "
+                    f":WORKERS (e.g. ram-device:6)")
+    args.loaders = list(dict.fromkeys(args.loaders))  # a name given twice is one column
+    if args.profile < 0:
+        p.error(f"--profile takes a number of steps (0: off), got {args.profile}")
     if args.data is None:
         p.error("--data is required (no data/coco-tiny.yaml in the current folder)")
     return args
@@ -97,16 +121,19 @@ def measure_matmul_tflops(device: torch.device, n: int = 8192, iters: int = 20) 
 
 
 class Bench:
-    """A Trainer built as train.py builds it, stepped on reused batches or on its own loader."""
+    """A Trainer built as train.py builds it, stepped on reused batches or on its own loader (`loader`: a
+    name of LOADERS)."""
 
-    def __init__(self, args, cfg: str, img: int, batch: int, variant: dict, sources, run_dir: Path):
+    def __init__(self, args, cfg: str, img: int, batch: int, variant: dict, sources, run_dir: Path, loader: str):
         from detect.engine.setup import build_setup
         from detect.engine.trainer import Trainer
         from detect.runtime import dist
 
+        cache, augment_on = LOADERS[loader_kind(loader)]
         opts = TrainOptions(cfg=cfg, data=args.data, img_size=img, batch_size=batch, nbs=batch, epochs=10_000,
-                            workers=args.workers, device=args.device, amp=variant["amp"],
-                            compile=variant["compile"], project=str(run_dir), exist_ok=True)
+                            workers=loader_workers(loader, args.workers), device=args.device, amp=variant["amp"],
+                            compile=variant["compile"], project=str(run_dir), exist_ok=True,
+                            cache_dir=args.cache_dir, cache=cache, augment_on=augment_on)
         self.ctx = dist.init_distributed(args.device)
         train, val = sources
         copies = -(-4 * batch // len(train.records))  # at least four batches per epoch
@@ -123,7 +150,7 @@ class Bench:
         self.trainer.train_step(images, targets, self.step_index, last_of_window=True)
         self.step_index += 1
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
         if self.ctx.device.type == "cuda":
             torch.cuda.synchronize(self.ctx.device)
 
@@ -132,13 +159,13 @@ class Bench:
         it = iter(batches)
         for _ in range(warmup):
             self.step(*next(it)[:2])
-        self._sync()
+        self.sync()
         start, images = time.perf_counter(), 0
         for _ in range(iters):
             imgs, targets = next(it)[:2]
             self.step(imgs, targets)
-            images += imgs.shape[0]
-        self._sync()
+            images += len(imgs)  # a device-augmented batch is not a tensor, but knows its length
+        self.sync()
         return images / (time.perf_counter() - start)
 
     def loader_batches(self):
@@ -155,35 +182,77 @@ def peak_memory_gib(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
+def loader_kind(name: str) -> str:
+    """'ram-device:6' -> 'ram-device'."""
+    return name.partition(":")[0]
+
+
+def loader_workers(name: str, default: int) -> int:
+    """'ram-device:6' -> 6 workers; a name without a count runs --workers."""
+    count = name.partition(":")[2]
+    return int(count) if count else default
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def free_memory(device: torch.device) -> None:
+    """Give a dropped bench's memory back before the next is built."""
+    gc.collect()  # a reference cycle in the trainer would hold its model's device memory until a collection
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def run_one(args, cfg, img, batch, variant, sources, run_dir) -> dict:
-    """Data-excluded and data-included images/s and peak memory of one configuration."""
-    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
-                          ("cpu" if args.device == "auto" else args.device))
+    """Of one configuration: data-excluded images/s (once), data-included images/s per loader, peak memory and
+    with --profile the splits of a step (data excluded, data of the first loader)."""
+    device = resolve_device(args.device)
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
-    bench = Bench(args, cfg, img, batch, variant, sources, run_dir)
+    loaders = [] if args.no_data else args.loaders
+    # reused batches must be plain uint8 tensors: a host-augmenting loader's (the first loader's if it is one)
+    host = loaders[0] if loaders and LOADERS[loader_kind(loaders[0])][1] == "host" else "decode"
+    reuse = bool(loaders) and loaders[0] == host
+    row = {"included": {}, "splits": {}}
+    bench = Bench(args, cfg, img, batch, variant, sources, run_dir, host)
     try:
         stream = bench.loader_batches()
         fixed = [next(stream), next(stream)]
         bench.close()
-        row = {"excluded": bench.timed(itertools.cycle(fixed), args.warmup, args.iters)}
-        if not args.no_data:
+        row["excluded"] = bench.timed(itertools.cycle(fixed), args.warmup, args.iters)
+        if args.profile and not reuse:
+            row["splits"]["excluded"] = profile_steps(bench, itertools.cycle(fixed), args.profile)
+        for i, name in enumerate(loaders):
+            if i or not reuse:
+                bench.close()
+                bench = stream = None  # the stream holds the old loader's dataset (and its RAM cache)
+                free_memory(device)
+                bench = Bench(args, cfg, img, batch, variant, sources, run_dir, name)
             # the loader buffers workers x prefetch batches: step past them so the figure is its steady rate
-            buffered = args.workers * PREFETCH_FACTOR
-            row["included"] = bench.timed(bench.loader_batches(), args.warmup + buffered, args.iters)
+            stream = bench.loader_batches()
+            buffered = loader_workers(name, args.workers) * PREFETCH_FACTOR
+            row["included"][name] = bench.timed(stream, args.warmup + buffered, args.iters)
+            if args.profile:
+                row["splits"][name] = profile_steps(bench, stream, args.profile)
+                if reuse:
+                    bench.close()  # its workers would compete with the data-excluded steps for the cores
+                    row["splits"]["excluded"] = profile_steps(bench, itertools.cycle(fixed), args.profile)
         row["memory"] = peak_memory_gib(device)
         return row
     finally:
-        bench.close()
-        del bench
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+        if bench is not None:
+            bench.close()
+        bench = None
+        free_memory(device)
 
 
 def fits(args, cfg, img, batch, variant, sources, run_dir) -> bool:
     """Whether two data-excluded steps of `batch` run without running out of device memory."""
-    quick = argparse.Namespace(**{**vars(args), "warmup": 1, "iters": 1, "no_data": True})
+    quick = argparse.Namespace(**{**vars(args), "warmup": 1, "iters": 1, "no_data": True, "profile": 0})
     try:
         run_one(quick, cfg, img, batch, variant, sources, run_dir)
         return True
@@ -199,16 +268,39 @@ def largest_batch(args, cfg, img, variant, sources, run_dir, start: int = 64) ->
     return best
 
 
+def included_label(name: str) -> str:
+    return f"{name} img/s"
+
+
+def format_header(loaders: list[str], peak_tflops) -> str:
+    """The column names: one data-included column (and % of peak) per loader, in the rows' order."""
+    included = "".join(f" {included_label(n):>9s}" for n in loaders) or f" {'incl img/s':>9s}"
+    line = f"{'cfg':18s} {'img':>5s} {'batch':>6s} {'variant':16s} {'excl img/s':>9s}{included} "
+    line += f"{'mem GiB':>8s} {'GFLOPs':>8s}"
+    if peak_tflops:
+        line += f" {'TFLOP/s':>9s} {'excl':>7s}" + "".join(f" {n:>7s}" for n in loaders)
+    return line
+
+
 def format_row(cfg, img, batch, variant_name, row, gflops, peak_tflops) -> str:
     line = f"{Path(cfg).name:18s} {img:5d} {batch:6d} {variant_name:16s} {row['excluded']:9.1f}"
-    line += f" {row['included']:9.1f}" if "included" in row else f" {'-':>9s}"
+    included = row.get("included", {})
+    line += "".join(f" {v:{max(9, len(included_label(n)))}.1f}" for n, v in included.items()) or f" {'-':>9s}"
     line += f" {row['memory']:8.2f} {gflops:8.2f}"
     if peak_tflops:
-        achieved = 3 * gflops * row["excluded"] / 1000
-        line += f" {achieved:9.1f} {100 * achieved / peak_tflops:6.1f}%"
-        if "included" in row:
-            line += f" {100 * 3 * gflops * row['included'] / 1000 / peak_tflops:6.1f}%"
+        def percent(images_s):
+            return 100 * 3 * gflops * images_s / 1000 / peak_tflops
+
+        line += f" {3 * gflops * row['excluded'] / 1000:9.1f} {percent(row['excluded']):6.1f}%"
+        line += "".join(f" {percent(v):{max(7, len(n)) - 1}.1f}%" for n, v in included.items())
     return line
+
+
+def format_splits(row) -> list[str]:
+    """The step splits of a row, data excluded first."""
+    splits = row.get("splits", {})
+    lines = [format_split("data excluded", splits["excluded"])] if "excluded" in splits else []
+    return lines + [format_split(f"data included ({k})", v) for k, v in splits.items() if k != "excluded"]
 
 
 def main(argv=None) -> int:
@@ -219,17 +311,14 @@ def main(argv=None) -> int:
 
     args = parse_args(argv)
     setup_logging(0, 1, level="WARNING")
-    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
-                          ("cpu" if args.device == "auto" else args.device))
-    sources = open_sources(TrainOptions(data=args.data))
+    device = resolve_device(args.device)
+    sources = open_sources(TrainOptions(data=args.data, cache_dir=args.cache_dir))
     peak = measure_matmul_tflops(device) if device.type == "cuda" else None
     print(f"device {torch.cuda.get_device_name(device) if peak else 'cpu'}, data {args.data} "
           f"({len(sources[0].records)} train images, repeated to fill large batches), {args.workers} loader "
           f"workers, {args.iters} timed steps after {args.warmup}" + (f"; bf16 matmul peak {peak:.0f} TFLOP/s "
           "(8192^3, median of 20)" if peak else ""))
-    print(f"{'cfg':18s} {'img':>5s} {'batch':>6s} {'variant':16s} {'excl img/s':>9s} {'incl img/s':>9s} "
-          f"{'mem GiB':>8s} {'GFLOPs':>8s}" + (f" {'TFLOP/s':>9s} {'excl':>7s} {'incl':>6s}" if peak else ""),
-          flush=True)
+    print(format_header([] if args.no_data else args.loaders, peak), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for cfg, img in itertools.product(args.cfg, args.img):
             gflops = count_gflops(Darknet(cfg, img_size=img, num_classes=len(sources[0].names)), img)
@@ -245,6 +334,7 @@ def main(argv=None) -> int:
                 except torch.OutOfMemoryError:
                     print(f"{Path(cfg).name:18s} {img:5d} {batch:6d} {variant_name:16s} out of memory", flush=True)
                     continue
-                print(format_row(cfg, img, batch, variant_name, row, gflops, peak), flush=True)
+                print("\n".join([format_row(cfg, img, batch, variant_name, row, gflops, peak),
+                                 *format_splits(row)]), flush=True)
     print(f"torch {torch.__version__}")
     return 0

@@ -95,6 +95,9 @@ class DeviceBatch:
     hsv_on: torch.Tensor  # bool [B]
     canvas_hw: tuple[int, int]  # the largest window of the batch: every window is painted in one such canvas
     size: int
+    # known on the host, so that painting never asks the device (a read-back would make the host wait for the GPU)
+    any_partner: bool = False
+    any_hsv: bool = False
 
     def __len__(self) -> int:
         return int(self.partner.shape[0])
@@ -110,7 +113,8 @@ class DeviceBatch:
 
     def to(self, device: torch.device) -> DeviceBatch:
         moved = {name: t.to(device, non_blocking=True) for name, t in self._tensors().items()}
-        return DeviceBatch(**moved, canvas_hw=self.canvas_hw, size=self.size)
+        return DeviceBatch(**moved, canvas_hw=self.canvas_hw, size=self.size, any_partner=self.any_partner,
+                           any_hsv=self.any_hsv)
 
 
 def _shared_uint8(count: int) -> torch.Tensor:
@@ -151,4 +155,5 @@ def collate_device(samples: list[DeviceSample]) -> DeviceBatch:
                                         dtype=torch.float32),
                        hsv_tables=torch.from_numpy(hsv),
                        hsv_on=torch.tensor([s.hsv_tables is not None for s in samples]),
-                       canvas_hw=canvas_hw, size=size)
+                       canvas_hw=canvas_hw, size=size, any_partner=max(partner) >= 0,
+                       any_hsv=any(s.hsv_tables is not None for s in samples))

@@ -20,9 +20,10 @@ _HSV_SHIFT = 12  # OpenCV's fixed-point division tables for 8-bit HSV (hsv_shift
 
 
 def _canvases(batch: DeviceBatch, geometries: int) -> torch.Tensor:
-    """uint8 [G, H, W, 3]: each geometry's window at the top left of a canvas of PAD_VALUE."""
+    """float32 [G, H, W, 3], levels minus PAD_VALUE: each geometry's window at the top left of a canvas of 0 (the
+    shift lets grid_sample's zero padding stand for PAD_VALUE beyond the canvas, as warpAffine's border)."""
     height, width = batch.canvas_hw
-    canvas = torch.full((geometries, height, width, 3), PAD_VALUE, dtype=torch.uint8, device=batch.pixels.device)
+    canvas = torch.zeros((geometries, height, width, 3), dtype=torch.float32, device=batch.pixels.device)
     total = batch.pixels.shape[0]
     if total == 0:
         return canvas
@@ -34,7 +35,7 @@ def _canvases(batch: DeviceBatch, geometries: int) -> torch.Tensor:
     row = torch.div(local, part_width, rounding_mode="floor")
     column = local - row * part_width
     target = (parts[part_of, 0] * height + parts[part_of, 1] + row) * width + parts[part_of, 2] + column
-    canvas.view(-1, 3)[target] = batch.pixels
+    canvas.view(-1, 3)[target] = batch.pixels.to(torch.float32) - PAD_VALUE
     return canvas
 
 
@@ -55,10 +56,8 @@ def _sampling_grid(batch: DeviceBatch, height: int, width: int) -> torch.Tensor:
 def _warped(batch: DeviceBatch) -> torch.Tensor:
     """float32 [G, 3, S, S] BGR levels 0-255, rounded as OpenCV's warps round."""
     geometries = batch.to_window.shape[0]
-    canvas = _canvases(batch, geometries)
+    source = _canvases(batch, geometries).permute(0, 3, 1, 2)  # channels-last strides, as grid_sample reads any
     height, width = batch.canvas_hw
-    # shifted so that grid_sample's zero padding is PAD_VALUE outside the canvas
-    source = canvas.permute(0, 3, 1, 2).to(torch.float32) - PAD_VALUE
     out = F.grid_sample(source, _sampling_grid(batch, height, width), mode="bilinear", padding_mode="zeros",
                         align_corners=False)
     return (out + PAD_VALUE).round_().clamp_(0, 255)
@@ -68,9 +67,9 @@ def _blend(batch: DeviceBatch, warped: torch.Tensor) -> torch.Tensor:
     """[B, 3, S, S]: each sample's own geometry, blended with its mixup partner where it has one."""
     n = len(batch)
     own = warped[:n]
-    has_partner = batch.partner >= 0
-    if not bool(has_partner.any()):
+    if not batch.any_partner:
         return own
+    has_partner = batch.partner >= 0
     partner = warped[batch.partner.clamp(min=0)]
     ratio = batch.mix.view(n, 1, 1, 1)
     mixed = (own * ratio + partner * (1 - ratio)).round_().clamp_(0, 255)
@@ -112,7 +111,7 @@ def _hsv_to_bgr(h: torch.Tensor, s: torch.Tensor, v: torch.Tensor) -> torch.Tens
 
 def _hsv(batch: DeviceBatch, image: torch.Tensor) -> torch.Tensor:
     """The samples' HSV lookup tables applied through OpenCV's 8-bit HSV (samples without HSV pass as they are)."""
-    if not bool(batch.hsv_on.any()):
+    if not batch.any_hsv:
         return image
     n = len(batch)
     h, s, v = _bgr_to_hsv(image)

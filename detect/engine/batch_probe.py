@@ -41,6 +41,12 @@ def largest_fitting(peak_fraction: Callable[[int], float | None], start: int = S
             bad = good * 2
             break
         good *= 2
+    top = limit // quantum * quantum
+    if bad is None and top > good:  # the doubling stopped at the limit: the limit itself may fit
+        if ok(top):
+            good = top
+        else:
+            bad = top
     while bad is not None and bad - good > quantum:
         middle = (good + bad) // 2 // quantum * quantum
         if ok(middle):
@@ -82,20 +88,24 @@ def cuda_peak_fraction(model, loss, img_size: int, amp_dtype, channels_last: boo
     return probe
 
 
-def auto_batch_size(model, loss, img_size: int, device: torch.device, amp_dtype, channels_last: bool) -> int:
-    """The per-process batch of `--batch-size auto` on `device` (the same on every rank: the smallest), logged."""
+def auto_batch_size(model, loss, img_size: int, device: torch.device, amp_dtype, channels_last: bool,
+                    images_per_rank: int | None = None) -> int:
+    """The per-process batch of `--batch-size auto` on `device` (the same on every rank: the smallest), logged.
+    `images_per_rank` caps it: a batch larger than a rank's share of the split could never be filled."""
     if device.type != "cuda":
         raise ValueError(f"--batch-size auto probes the GPU's memory; on the {device.type} give a number "
                          f"(e.g. --batch-size 8)")
     was_training = model.training
     model.train()
-    batch, tried = largest_fitting(cuda_peak_fraction(model, loss, img_size, amp_dtype, channels_last))
+    limit = LIMIT if images_per_rank is None else max(START, min(LIMIT, images_per_rank))
+    batch, tried = largest_fitting(cuda_peak_fraction(model, loss, img_size, amp_dtype, channels_last), limit=limit)
     model.train(was_training)
     if batch is None:
         raise ValueError(f"--batch-size auto: not even {START} images of {img_size}x{img_size} fit on {device} "
                          f"with {HEADROOM:.0%} headroom; lower --img-size or give a smaller --batch-size")
     chosen = min(dist.all_gather_object(batch)) if dist.is_initialized() else batch
     shown = ", ".join(f"{b}: {'out of memory' if f is None else f'{f:.0%}'}" for b, f in sorted(tried.items()))
+    capped = f"; the split's {images_per_rank} images per process cap it" if limit < LIMIT else ""
     log.info("--batch-size auto: %d per process on %s at %d px (peak memory per batch tried: %s; at most %.0f%% "
-             "of the device)", chosen, device, img_size, shown, 100 * HEADROOM)
+             "of the device%s)", chosen, device, img_size, shown, 100 * HEADROOM, capped)
     return chosen

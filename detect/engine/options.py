@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository: cfg/, data/
 DEFAULT_CFG = ROOT / "cfg" / "yolo-mini.cfg"
 DEFAULT_DATA = ROOT / "data" / "synthetic.yaml"
 HYP_FROM_CFG = "cfg"  # --hyp cfg: the cfg's own training keys (detect.engine.cfg_training)
-AUGMENT_ON = ("auto", "host", "device")  # --augment-on: where training batches are augmented
+AUGMENT_ON = ("host", "device")  # --augment-on: where training batches are augmented
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class TrainOptions:
     repeat_thresh: float = 0.1  # repeat-factor sampling: classes in fewer than this fraction of images repeat
     cache_dir: str | None = None
     cache: str | None = None  # ram | disk: decoded images kept between epochs (detect.data.image_cache)
-    augment_on: str = "auto"  # host | device | auto (device on CUDA): where a batch's pixels are augmented
+    augment_on: str = "host"  # host | device: where a batch's pixels are augmented
     coco_backend: str = "faster-coco-eval"
     metric: str = "coco"  # the fitness of best.pt: coco (mAP@0.5:0.95), voc07 / voc12 (VOC mAP@0.5)
     plots: bool = True
@@ -161,9 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="decode every image once and keep it resized: ram = shared memory, one copy per node; "
                         "disk = beside the label cache (default: decode every epoch)")
     p.add_argument("--augment-on", default=d.augment_on, choices=AUGMENT_ON,
-                   help="where training images are augmented: host = loader workers (OpenCV); device = the "
-                        "whole batch on the GPU (workers only draw and send the source pixels; the same boxes); "
-                        "auto = device on CUDA, host on the CPU")
+                   help="where training images are augmented: host = the loader workers (OpenCV); device = the "
+                        "whole batch on the training device (the workers draw and send the source pixels; the same "
+                        "boxes, the pixels within rounding; README \"On GPUs\" has the figures)")
     p.add_argument("--coco-backend", default=d.coco_backend, choices=("faster-coco-eval", "pycocotools"),
                    help="COCOeval engine of the evaluations (the same numbers; faster-coco-eval is C++)")
     p.add_argument("--metric", default=d.metric, choices=("coco", "voc07", "voc12"),

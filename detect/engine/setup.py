@@ -119,8 +119,9 @@ def probe_batch_size(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_so
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     try:
+        per_rank = -(-len(train_source.records) // ctx.world_size)
         return auto_batch_size(model, YoloLoss.for_model(model, hyp.loss), training_size(model, opts), ctx.device,
-                               amp_dtype(opts.amp, ctx.device), channels_last)
+                               amp_dtype(opts.amp, ctx.device), channels_last, images_per_rank=per_rank)
     finally:
         del model
         if ctx.device.type == "cuda":
@@ -194,12 +195,6 @@ def build_optimisation(model, opts: TrainOptions, hyp: Hyp, ctx: dist.DistContex
     return optimizer, LRSchedule.from_config(optim, total, warmup, opts.schedule), accumulate, steps_per_epoch
 
 
-def augments_on_device(augment_on: str, device: torch.device) -> bool:
-    """--augment-on: device (any device, the CPU too), host, or auto = the device on CUDA (where the loader workers'
-    OpenCV work is what keeps the GPU waiting; README "On GPUs" has the figures)."""
-    return augment_on == "device" or (augment_on == "auto" and device.type == "cuda")
-
-
 def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Path, cfg_source,
                 weights: str | None, sources=None, monitor=None, ckpt: dict | None = None) -> TrainSetup:
     """Everything the loop needs; `sources` (train, val) are opened from --data unless given. `opts.nbs` is
@@ -221,7 +216,7 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
                                 ctx.rank, ctx.world_size, opts.seed, cache_dir=opts.cache_dir,
                                 max_batches=opts.max_batches, epochs=opts.epochs, cache=opts.cache,
                                 repeat_thresh=opts.repeat_thresh if opts.sampler == "repeat-factor" else None,
-                                on_device=augments_on_device(opts.augment_on, ctx.device))
+                                on_device=opts.augment_on == "device")
     evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx,
                                  monitor.on_evaluation if monitor is not None else None, opts.cache,
                                  opts.cache_dir, opts.coco_backend, opts.metric)

@@ -29,6 +29,12 @@ def test_doubles_then_bisects_to_the_largest_batch_under_the_headroom():
 def test_nothing_fits_and_the_limit():
     assert largest_fitting(_device(50, 1, 40))[0] is None
     assert largest_fitting(_device(0, 0.001, 80), limit=512)[0] == 512
+    # a split of 80 images per rank on a large GPU (an H200 found 1024 for coco-tiny's 80): the split caps it, and
+    # the cap itself is tried once the doubling passes it
+    batch, tried = largest_fitting(_device(1, 0.01, 140), limit=80)
+    assert batch == 80 and sorted(tried) == [8, 16, 32, 64, 80]
+    # a cap that does not fit is bisected down from
+    assert largest_fitting(_device(2, 0.5, 80), limit=200)[0] == 128
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without a GPU")

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from detect.data.device_augment import DeviceBatch
-from detect.engine.setup import augments_on_device, build_trainer
+from detect.engine.setup import build_trainer
 from detect.runtime import dist
 from tests.test_train_dist import tiny_options
 
@@ -35,9 +35,3 @@ def test_augment_on_device_trains_with_the_host_pipelines_targets_and_losses(tmp
         assert torch.equal(host_targets, device_targets)
     for key in ("box", "obj", "cls"):  # the same weights see inputs a rounding apart
         assert device_row[key] == pytest.approx(host_row[key], rel=0.02)
-
-
-def test_auto_augments_on_the_device_on_cuda_only():
-    assert augments_on_device("auto", torch.device("cuda", 0))
-    assert not augments_on_device("auto", torch.device("cpu"))
-    assert augments_on_device("device", torch.device("cpu")) and not augments_on_device("host", torch.device("cuda"))
