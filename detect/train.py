@@ -26,24 +26,40 @@ log = logging.getLogger(__name__)
 
 def run(opts: TrainOptions, ctx: dist.DistContext) -> TrainState:
     trainer = build_trainer(opts, ctx)
-    previous = signal.signal(signal.SIGTERM, _sigterm_handler(trainer))
+    previous = {sig: signal.signal(sig, _stop_handler(trainer)) for sig in (signal.SIGTERM, signal.SIGINT)}
+    last = trainer.setup.run_dir / "last.pt"
     try:
         state = trainer.fit()
     except Exception as e:
-        explain_group_failure(e, ctx, trainer.setup.run_dir / "last.pt")
+        explain_group_failure(e, ctx, last)
         raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         trainer.setup.train_loader.close()
-    log.info("done: %s (best fitness %.4f)", trainer.setup.run_dir, state.best_fitness)
+    if state.stop_requested:
+        log.warning("stopped (%s) in epoch %d of %d, after %d of its batches: %s holds the run; continue it with "
+                    "--resume %s", state.stop_reason, state.epoch + 1, opts.epochs, state.batch_in_epoch, last,
+                    last)
+    else:
+        log.info("done: %s (best fitness %.4f)", trainer.setup.run_dir, state.best_fitness)
     return state
 
 
-def _sigterm_handler(trainer: Trainer):
+STOP_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C"}
+
+
+def _stop_handler(trainer: Trainer):
+    """SIGTERM (schedulers, torchrun) and Ctrl-C (the terminal signals every rank) ask the ranks to stop after the
+    current step, all at the same one, and save last.pt mid-epoch; the same signal again stops at once."""
     def handle(signum, frame):
-        if trainer.stop_signal:  # a second SIGTERM: stop now
+        if trainer.stop_signal:  # the second time: now, without saving
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
             raise SystemExit(128 + signum)
-        trainer.stop_signal = True
+        trainer.stop_signal, trainer.stop_reason = True, STOP_NAMES.get(signum, f"signal {signum}")
+        log.info("%s: finishing this step, then saving last.pt (the same again stops at once, without saving)",
+                 trainer.stop_reason)
 
     return handle
 
@@ -59,9 +75,12 @@ def main(argv=None) -> int:
     ctx = None
     try:
         ctx = dist.init_distributed(opts.device, opts.dist_timeout)
-        run(opts, ctx)
-    except KeyboardInterrupt:
-        log.warning("interrupted")
+        state = run(opts, ctx)
+        if state.stop_requested and state.stop_reason == STOP_NAMES[signal.SIGINT]:
+            return 130  # the shell's convention for Ctrl-C, also when everything was saved
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before training started
+        log.warning("interrupted (Ctrl-C, twice or before training began): nothing more was saved; a run folder "
+                    "with a last.pt continues with --resume PATH/last.pt (--resume alone takes the newest)")
         return 130
     except (ValueError, FileNotFoundError) as e:  # bad input (a file, a value): one line and exit 2, like the tools
         log.error("training failed: %s", e, exc_info=log.isEnabledFor(logging.DEBUG))

@@ -249,8 +249,10 @@ def collate_eval(batch):
 
 
 def worker_init(worker_id: int) -> None:
-    """Loader workers: no OpenCV thread pools (the workers are the parallelism), and SIGTERM left to the
-    training process: torchrun and schedulers signal the whole process group, and a worker that died on it
-    would break the batch the trainer needs to finish its step and save. Workers still exit with their parent."""
+    """Loader workers: no OpenCV thread pools (the workers are the parallelism), and SIGTERM and Ctrl-C left to
+    the training process: torchrun, schedulers and the terminal signal the whole process group, and a worker that
+    died on it would break the batch the trainer needs to finish its step and save. Workers still exit with their
+    parent."""
     cv2.setNumThreads(0)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

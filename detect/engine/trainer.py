@@ -39,7 +39,8 @@ class Trainer:
         self.state = state or TrainState()
         self.on_epoch_end = on_epoch_end  # callable(epoch, row dict) on rank 0 (results.csv)
         self.on_batch = on_batch  # callable(epoch, index, images, targets, paths) on rank 0 (batch mosaics)
-        self.stop_signal = False  # set by the SIGTERM handler
+        self.stop_signal = False  # set by the SIGTERM and Ctrl-C handlers (detect.train)
+        self.stop_reason = ""  # what asked this rank, for the log
 
     # ---- one micro-batch -------------------------------------------------------------------------------------
     def _prepare(self, images, micro_index: int) -> torch.Tensor:
@@ -142,11 +143,14 @@ class Trainer:
         self._set_train_mode()
         n_batches = len(s.train_loader)  # --max-batches is applied by the loader
         skip = st.batch_in_epoch
-        # loss sums stay on the device: reading them every step would make the host wait for the GPU
-        sums, counted, images_seen = torch.zeros(3, device=s.ctx.device), 0, 0
+        # loss sums stay on the device: reading them every step would make the host wait for the GPU; a resumed
+        # epoch goes on from the sums of its batches before the stop (the checkpoint carries them)
+        partial = (st.epoch_partial or {}) if skip else {}
+        sums = torch.tensor(partial.get("sums", [0.0, 0.0, 0.0]), device=s.ctx.device)
+        counted, images_seen = int(partial.get("counted", 0)), int(partial.get("images", 0))
         lr = s.optimizer.param_groups[0]["lr"]
         bar = EpochProgress(s.progress and s.ctx.is_main, n_batches, epoch, s.opts.epochs, skip, s.ctx.device)
-        start = time.perf_counter()
+        start = time.perf_counter() - float(partial.get("seconds", 0.0))
         for i, (images, targets, paths) in enumerate(s.train_loader.epoch(epoch, skip), start=skip):
             if self.on_batch is not None:
                 self.on_batch(epoch, i, images, targets, paths)
@@ -160,6 +164,8 @@ class Trainer:
                 lr = step_lr
                 st.batch_in_epoch = i + 1
                 if st.stop_requested:
+                    st.epoch_partial = {"sums": sums.tolist(), "counted": counted, "images": images_seen,
+                                        "seconds": time.perf_counter() - start}
                     break
             bar.update(sums, counted, lr, images_seen * s.ctx.world_size, start)
         bar.close()
@@ -184,7 +190,8 @@ class Trainer:
             t0 = time.perf_counter()
             row = self.train_epoch()
             if st.stop_requested:
-                log.warning("stop requested (SIGTERM): saving %s at epoch %d, batch %d and exiting",
+                st.stop_reason = self.stop_reason or "asked on another rank"
+                log.warning("stop requested (%s): saving %s at epoch %d, batch %d and exiting", st.stop_reason,
                             s.run_dir / "last.pt", st.epoch + 1, st.batch_in_epoch)
                 self.checkpoint(s.run_dir / "last.pt")
                 return st

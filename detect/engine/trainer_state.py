@@ -79,6 +79,10 @@ class TrainState:
     nonfinite_total: int = 0
     nonfinite_run: int = 0
     stop_requested: bool = False
+    stop_reason: str = ""  # SIGTERM, Ctrl-C, or another rank's (the ranks agree on a stop)
+    # this rank's loss sums, counts and seconds of the epoch's batches before a mid-epoch stop, so that the resumed
+    # epoch's row in results.csv covers the whole epoch: {"sums": [box, obj, cls], "counted", "images", "seconds"}
+    epoch_partial: dict | None = None
 
 
 def write_checkpoint(setup: TrainSetup, state: TrainState, path: Path, best: bool = False,
@@ -92,6 +96,7 @@ def write_checkpoint(setup: TrainSetup, state: TrainState, path: Path, best: boo
     # mid-epoch: the epoch-start state, so the resumed run replays the same stream; else the current one
     rng = st.epoch_rng if st.batch_in_epoch else rng_state()
     every_rng = dist.all_gather_object(rng)
+    every_partial = dist.all_gather_object(st.epoch_partial if st.batch_in_epoch else None)
     failure = None
     if dist.is_main_process():
         ckpt = build_checkpoint(model=setup.model, ema=setup.ema, optimizer=setup.optimizer,
@@ -101,6 +106,8 @@ def write_checkpoint(setup: TrainSetup, state: TrainState, path: Path, best: boo
                                 hyp=setup.hyp.to_dict(),
                                 opts=setup.opts.to_dict(), rank_rng=every_rng)
         ckpt.update(stale_evaluations=st.stale_evaluations, stopped_early=st.stopped_early)
+        if st.batch_in_epoch:
+            ckpt["epoch_partial"] = every_partial
         try:
             save_checkpoint(ckpt, path)
             lean = lean_checkpoint(ckpt, setup.img_size) if best or keep else None
@@ -140,6 +147,8 @@ def restore_checkpoint(setup: TrainSetup, state: TrainState, ckpt: dict) -> None
     if len(rngs) == s.ctx.world_size:
         st.epoch_rng = rngs[s.ctx.rank]
         set_rng_state(rngs[s.ctx.rank])
+        partials = ckpt.get("epoch_partial") or []
+        st.epoch_partial = partials[s.ctx.rank] if len(partials) == s.ctx.world_size else None
     else:
         _resume_on_other_world(setup, state, len(rngs))
 
