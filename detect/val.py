@@ -24,6 +24,7 @@ from detect.darknet.load import uses_channels_last
 from detect.evaluation.coco import STAT_NAMES, format_class_table, format_summary
 from detect.evaluation.cocoeval_engines import BACKENDS, DEFAULT_BACKEND
 from detect.evaluation.evaluator import CocoEvaluator, EvalResult, evaluate
+from detect.evaluation.postprocess import ClassAgnosticModel
 from detect.evaluation.voc_metrics import METRICS, format_darknet_summary
 from detect.export.loading import is_onnx_path, load_tool_model
 from detect.runtime import dist
@@ -51,7 +52,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--split", default="val", choices=("train", "val", "test"),
                    help="which split of --data to evaluate (its `val:`, `test:` or `train:` entry)")
     p.add_argument("--single-cls", action="store_true",
-                   help="evaluate every class of --data as one (for a model trained with --single-cls)")
+                   help="evaluate every class of --data as one: a model trained with --single-cls, or a model "
+                        "with several classes class-agnostically (each box scored by its best class)")
     p.add_argument("--img-size", "--img", dest="img", type=int, default=None,
                    help="input size (long side; default: the size a .pt was trained at, else the cfg's [net] size)")
     p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=32,
@@ -118,10 +120,13 @@ def open_checked_split(data, split: str, num_classes: int, weights, strict: bool
             raise FileNotFoundError(f"{message}; --strict evaluates only complete splits")
         log.warning("%s; they and their ground truth are left out of the metrics (--strict refuses instead)",
                     message)
-    if source.num_classes != num_classes:
-        hint = " (--single-cls makes it one class)" if num_classes == 1 and not single_cls else ""
+    if source.num_classes != num_classes and not (single_cls and source.num_classes == 1):
+        advice = "use weights trained for this dataset"
+        if not single_cls:
+            advice = (f"--single-cls makes it one class, or {advice}" if num_classes == 1 else
+                      f"{advice}, or --single-cls to evaluate every class of both as one (class-agnostic)")
         raise ValueError(f"--weights {weights} predicts {num_classes} classes but {data} has "
-                         f"{source.num_classes}{hint}; use weights trained for this dataset")
+                         f"{source.num_classes}; {advice}")
     return source
 
 
@@ -157,12 +162,14 @@ def report(result: EvalResult, run_dir: Path, args, save_json: bool, skipped: in
 def run(args) -> EvalResult:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
+    loader = None
     try:
         model, _, args.square, args.img = load_tool_model(args.weights, args.cfg, ctx.device, args.img, args.square,
                                                           args.backend, args.cache_dir)
         # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
         source = open_checked_split(args.data, args.split, model.num_classes, args.weights, args.strict,
                                     args.cache_dir, args.single_cls)
+        model = prepare_model(model, args)
         if args.slice is None:
             from detect.data.loader import build_eval_loader
 
@@ -171,9 +178,6 @@ def run(args) -> EvalResult:
                                        cache=args.cache)
         evaluator = CocoEvaluator(source, args.conf, args.iou, args.max_det, multi_label=not args.single_label,
                                   merge=not args.no_merge, backend=args.coco_backend, metric=args.metric)
-        if args.augment and is_onnx_path(args.weights) and model.input_size is not None:
-            raise ValueError(f"--augment runs the model at other sizes, but {args.weights} takes "
-                             f"{model.input_size[0]}x{model.input_size[1]} inputs only; export it with --dynamic")
         if args.slice is not None:  # detect_images augments each tile and image itself (InferenceSettings.augment)
             result = evaluate_sliced(model, source, evaluator, args, ctx)
         else:
@@ -192,7 +196,32 @@ def run(args) -> EvalResult:
                 log.info("plots: %s", ", ".join(p.name for p in write_eval_plots(run_dir, result.results, source)))
         return result
     finally:
+        close_loader(loader)
         dist.destroy()
+
+
+def prepare_model(model, args):
+    """The model as this evaluation runs it: --single-cls with a K-class model scores every box by its best
+    class, one class for all (class-agnostic NMS); --augment needs a model that takes other sizes."""
+    if args.augment and is_onnx_path(args.weights) and model.input_size is not None:
+        raise ValueError(f"--augment runs the model at other sizes, but {args.weights} takes "
+                         f"{model.input_size[0]}x{model.input_size[1]} inputs only; export it with --dynamic")
+    if args.single_cls and model.num_classes > 1:
+        log.info("--single-cls: the model's %d classes are evaluated as one (each box scored by its best class, "
+                 "NMS across the classes)", model.num_classes)
+        model = ClassAgnosticModel(model)
+    return model
+
+
+def close_loader(loader) -> None:
+    """Stop the loader's worker processes now, whatever ends the run. The eval loader keeps its workers between
+    passes (persistent_workers) and they ignore SIGTERM (detect.data.datasets.worker_init): after an error the
+    traceback still held them, and multiprocessing's exit handler, which terminates and then joins them, waited
+    forever. DataLoader has no public close; its persistent iterator's `_shutdown_workers` is what `del` runs."""
+    iterator = getattr(loader, "_iterator", None)
+    if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+        iterator._shutdown_workers()
+        loader._iterator = None
 
 
 def evaluate_sliced(model, source, evaluator: CocoEvaluator, args, ctx) -> EvalResult:
@@ -226,7 +255,17 @@ def evaluate_sliced(model, source, evaluator: CocoEvaluator, args, ctx) -> EvalR
 
 
 def main(argv=None) -> int:
-    return run_command(parse_args, run, argv)
+    """0 on success; 2 and `error: ...` on stderr for a user's mistake (run_command); 1 and one such line for any
+    other failure, as train.py (the traceback in the debug log); 130 on Ctrl-C."""
+    try:
+        return run_command(parse_args, run, argv)
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+    except Exception as e:
+        log.debug("detect.val failed", exc_info=True)
+        print(f"error: detect.val failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 # 2: per-box `difficult` flags; 3: paths as one UTF-8 buffer (RecordTable); 4: COCO json: the annotations evaluation
 # scores (`annotation_index`, `crowd_index`), the report's unknown_class / unknown_image entries
 # 5: YOLO label lines with a 6th value (a confidence) are boxes (counted as `confidence_column`), not errors
-CACHE_VERSION = 5
+# 6: COCO json: an image listed twice is read once (`duplicate_image`), a superclass category is no class
+CACHE_VERSION = 6
 
 
 @dataclass

@@ -26,7 +26,9 @@ MIN_BOX_SIDE = 1e-3
 
 # Kinds of bad input. `skipped` kinds remove an image or a box; `fixed` kinds are converted and kept; `info`
 # kinds are worth knowing but need no fix (a build with only those is logged as info, not as a warning).
-IMAGE_SKIP_KINDS = ("missing", "empty_file", "corrupt", "unsupported_format", "label_syntax", "no_image")
+# `duplicate_image`: a COCO json's second entry of one image (merged exports), kept once (detect.data.coco_exports)
+IMAGE_SKIP_KINDS = ("missing", "empty_file", "corrupt", "unsupported_format", "label_syntax", "no_image",
+                    "duplicate_image")
 # `unknown_image`: a COCO annotation whose image_id is none of the json's images (reported against the json)
 BOX_SKIP_KINDS = ("class_out_of_range", "unknown_class", "unknown_image", "non_finite", "outside_image", "zero_area",
                   "duplicate")

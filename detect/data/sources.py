@@ -22,6 +22,7 @@ import numpy as np
 from detect.data import voc, yolo_labels
 from detect.data.cache import Fingerprint, SplitLabels, cache_file_for, cached_labels
 from detect.data.class_selection import select_classes
+from detect.data.coco_exports import class_categories, cocoeval_ids, report_unknown_categories, unique_images
 from detect.data.images import probe_images
 from detect.data.records import BadInputReport, ImageRecord, first_few, validate_boxes_kept
 from detect.data.spec import DataSpec, default_cache_dir
@@ -71,7 +72,8 @@ class DatasetSource:
 
     def _json_ground_truth(self) -> dict:
         """The COCO json's annotations the label cache kept (`annotation_index`, `crowd_index`), boxes clipped as
-        the records are."""
+        the records are. Their ids are the json's where COCOeval can use them (unique integers from 1), else 1..n
+        in this order, the json's own id kept as `json_id` (detect.data.coco_exports.cocoeval_ids)."""
         ann_file = self.spec.annotations(self.split)
         anns = json.loads(ann_file.read_text()).get("annotations", [])
         sizes = {r.image_id: (r.width, r.height) for r in self.records}
@@ -88,9 +90,10 @@ class DatasetSource:
         size = np.array([sizes[a["image_id"]] * 2 for a in chosen], dtype=np.float64).reshape(-1, 4)
         clipped = np.clip(xyxy, 0.0, size)  # as validate_boxes clips
         was_clipped = (clipped != xyxy).any(1)
-        ids = [a.get("id") for a in chosen]
-        if None in ids or len(set(ids)) != len(ids):  # the COCO API keys annotations by id
-            ids = list(range(1, len(chosen) + 1))
+        ids, why = cocoeval_ids([a.get("id") for a in chosen])
+        if why:  # the json's own id stays with each annotation as `json_id`
+            log.info(f"{ann_file}: {why}; evaluation numbers the {len(chosen)} annotations it scores 1..{len(chosen)} "
+                     f"(`json_id` keeps the json's own)")
         annotations = []
         for a, ann_id, box, cut in zip(chosen, ids, clipped.tolist(), was_clipped.tolist()):
             bbox = [box[0], box[1], box[2] - box[0], box[3] - box[1]] if cut else a["bbox"]
@@ -98,7 +101,8 @@ class DatasetSource:
             if not isinstance(area, (int, float)) or not np.isfinite(area) or area < 0:
                 area = bbox[2] * bbox[3]
             annotations.append({"id": ann_id, "image_id": a["image_id"], "category_id": a["category_id"],
-                                "bbox": bbox, "area": area, "iscrowd": int(bool(a.get("iscrowd", 0)))})
+                                "bbox": bbox, "area": area, "iscrowd": int(bool(a.get("iscrowd", 0))),
+                                **({"json_id": a.get("id")} if why else {})})
         return {"images": self._images(), "annotations": annotations, "categories": self._categories()}
 
     def _ground_truth_dict(self) -> dict:
@@ -146,7 +150,8 @@ def _validated(anns: list, positions: list[int], cat_index: dict, width: int, he
 
 def scan_coco(images_dir: Path, ann_file: Path, names: tuple[str, ...] | None) -> SplitLabels:
     """Records from a COCO instances json. Crowd regions are not trained on: they are validated like boxes and
-    kept for evaluation (`crowd_index`); annotations of no category or no image of the json are reported by id."""
+    kept for evaluation (`crowd_index`); annotations of no category or no image of the json are reported by id.
+    An image listed twice is read once and a superclass is no class (detect.data.coco_exports)."""
     try:
         data = json.loads(ann_file.read_text())
         images, anns, cats = data["images"], data.get("annotations", []), data["categories"]
@@ -155,11 +160,9 @@ def scan_coco(images_dir: Path, ann_file: Path, names: tuple[str, ...] | None) -
     if not images:
         raise ValueError(f"{ann_file}: the annotation file has no images (its `images` list is empty); point the "
                          f"spec's annotations key at the right file")
-    cats = sorted(cats, key=lambda c: c["id"])
-    category_ids = [int(c["id"]) for c in cats]
-    if names is not None and len(names) != len(cats):
-        raise ValueError(f"{ann_file}: has {len(cats)} categories but the spec lists {len(names)} names")
-    names = names or tuple(c["name"] for c in cats)
+    class_cats, supers = class_categories(cats, anns, ann_file, names)
+    category_ids = [int(c["id"]) for c in class_cats]
+    names = names or tuple(c["name"] for c in class_cats)
     cat_index = {cid: i for i, cid in enumerate(category_ids)}
     report = BadInputReport()
     known_images = {im["id"] for im in images}
@@ -175,6 +178,7 @@ def scan_coco(images_dir: Path, ann_file: Path, names: tuple[str, ...] | None) -
                    f"{len(images)} images of the file: annotation id(s) {first_few(_show(a.get('id')) for a in orphans)}"
                    f" (image_id {first_few(dict.fromkeys(_show(a.get('image_id')) for a in orphans))})",
                    count=len(orphans))
+    images = unique_images(images, anns, by_image, images_dir, ann_file, report)
     paths = [images_dir / im["file_name"] for im in images]
     probes = probe_images(paths, report)
     records, dropped, box_index, crowd_index = [], [], [], []
@@ -190,10 +194,7 @@ def scan_coco(images_dir: Path, ann_file: Path, names: tuple[str, ...] | None) -
         positions = by_image.get(im["id"], [])
         unknown = [i for i in positions if anns[i].get("category_id") not in cat_index]
         if unknown:
-            report.add("unknown_class", path, f"{len(unknown)} annotation(s) with category_id "
-                       f"{first_few(dict.fromkeys(_show(anns[i].get('category_id')) for i in unknown))}, not among "
-                       f"the {len(cats)} categories of {ann_file.name} (ids {first_few(category_ids)}): annotation "
-                       f"id(s) {first_few(_show(anns[i].get('id')) for i in unknown)}", count=len(unknown))
+            report_unknown_categories(report, path, anns, unknown, class_cats, supers, ann_file)
         known = [i for i in positions if anns[i].get("category_id") in cat_index]
         crowd = [bool(anns[i].get("iscrowd", 0)) for i in known]
         args = (cat_index, probe.width, probe.height, len(names), path, report)
@@ -225,10 +226,13 @@ def open_source(spec: DataSpec, split: str, cache_dir: Path | None = None) -> Da
 
         labels = cached_labels(cache_file, key, lambda: scan_coco(images, ann, spec.names), what)
     elif spec.format == "yolo":
+        from detect.data.label_layouts import choose_layout
+
         files = yolo_labels.list_images(images)
+        layout = choose_layout(files, images, what, spec.source_file, split, split in spec.background_only)
         cache_file = cache_file_for(cache_dir, Path(spec.source_file).stem, split, str(images.resolve()))
-        labels = cached_labels(cache_file, lambda: yolo_labels.fingerprint(files, spec.names),
-                               lambda: yolo_labels.scan(files, spec.names), what)
+        labels = cached_labels(cache_file, lambda: yolo_labels.fingerprint(files, spec.names, layout),
+                               lambda: yolo_labels.scan(files, spec.names, layout), what)
     elif spec.format == "voc":
         items = voc.split_items(spec, split)
         xml_files = [] if spec.names else voc.all_xml_files(spec)  # class names come from every split

@@ -6,8 +6,13 @@ format coco), `names` (required for yolo; optional for coco, where the json has 
 optional `test` split the same way (`test_annotations` for coco; `test_images` for synthetic), evaluated by
 `detect.val --split test`.
 `classes` (a list of class names or indices) trains and evaluates on those classes only
-(detect.data.class_selection). A relative `path`
-resolves against the current directory, else against the repository root (so `../shared/...` works from both).
+(detect.data.class_selection). A relative `path` resolves against the spec file's folder, else the current
+directory, else the repository root (so `../shared/...` works from each).
+Files as Roboflow and ultralytics write them (detect.data.foreign_yaml): without `format` it is told from the keys
+and files; without `path` the spec file's folder is the root; `train: ../train/images` that does not exist under
+the root is read as `train/images`; `nc`, where given, must equal the number of `names`.
+`background_only: true` (or a list of splits) lets a yolo split have no label file at all; without it such a
+split is refused (detect.data.label_layouts), since it would train as all background.
 Format `synthetic` takes `seed`, `train_images`, `val_images`, `test_images` (default 0: no test split) and an
 optional `path` (the generation folder).
 
@@ -24,6 +29,7 @@ class names of the xml files of all splits are used, sorted.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,6 +37,7 @@ from pathlib import Path
 import yaml
 
 from detect.data.class_selection import ClassSelection, parse_classes
+from detect.data.foreign_yaml import check_class_count, check_split_value, infer_format, split_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ("coco", "yolo", "voc", "synthetic")
@@ -72,6 +79,7 @@ class DataSpec:
     voc: VocOptions | None = None  # format voc; its `train` / `val` / `test` fields are then `path` when it exists
     # (train and val always: _voc_options requires both, or val_fraction to draw them from one pool)
     selection: ClassSelection = ClassSelection()  # `classes:` of the spec; --single-cls sets single_cls
+    background_only: tuple[str, ...] = ()  # yolo splits allowed to have no label file at all
 
     def has_split(self, split: str) -> bool:
         if self.format == "synthetic":
@@ -99,8 +107,9 @@ class DataSpec:
             hint = " (an optional split: add it to the spec to evaluate it)" if split == "test" else ""
             raise ValueError(f"{self.source_file}: key {key!r} is missing (format {self.format}){hint}")
         if not value.exists():
-            raise FileNotFoundError(f"{self.source_file}: {key} = {value} does not exist; "
-                                    f"set `path` in the spec or override it (e.g. path=/data/coco)")
+            under = f" (`{key}` is relative to `path`, {self.path})" if self.path is not None else ""
+            raise FileNotFoundError(f"{self.source_file}: {key} = {value} does not exist; correct `{key}` or "
+                                    f"`path` in {self.source_file}{under}")
         return value
 
 
@@ -114,12 +123,14 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "detect"
 
 
-def _resolve_root(value: str, source: str) -> Path:
+def _resolve_root(value: str, source: str, base: Path | None = None) -> Path:
+    """`path` as written: absolute, or relative to the spec file's folder (`base`), the current directory or the
+    repository root, the first that exists."""
     p = Path(value).expanduser()
     if p.is_absolute():
         candidates = [p]
     else:
-        candidates = [Path.cwd() / p, REPO_ROOT / p]
+        candidates = ([base / p] if base is not None else []) + [Path.cwd() / p, REPO_ROOT / p]
     for c in candidates:
         if c.exists():
             return c.resolve()
@@ -142,6 +153,26 @@ def _parse_names(raw, source: str) -> tuple[str, ...] | None:
     if not isinstance(raw, (list, tuple)) or not raw:
         raise ValueError(f"{source}: `names` must be a non-empty list of class names")
     return tuple(str(n) for n in raw)
+
+
+def _dataset_root(raw: Mapping, source: str, base: Path | None) -> Path | None:
+    """The dataset root: `path` resolved, else the spec file's folder (None for a spec that is no file)."""
+    if raw.get("path") not in (None, ""):
+        return _resolve_root(str(raw["path"]), source, base)
+    return base.resolve() if base is not None else None
+
+
+def _background_splits(raw, source: str) -> tuple[str, ...]:
+    """`background_only`: true (every split) or the splits whose images may all be background."""
+    if raw in (None, False):
+        return ()
+    if raw is True:
+        return SPLITS
+    entries = [raw] if isinstance(raw, str) else raw
+    if not isinstance(entries, list) or not entries or not all(e in SPLITS for e in entries):
+        raise ValueError(f"{source}: `background_only` must be true or a list of the splits ({', '.join(SPLITS)}) "
+                         f"that may have no label file at all, got {raw!r}")
+    return tuple(entries)
 
 
 def _voc_entries(raw, key: str, source: str) -> tuple[str, ...]:
@@ -171,33 +202,49 @@ def _voc_options(raw: Mapping, root: Path, source: str) -> VocOptions:
     return VocOptions(train, val, test, None if fraction is None else float(fraction), **folders)
 
 
-def spec_from_dict(raw: Mapping, source: str = "<dict>") -> DataSpec:
-    fmt = raw.get("format")
+SPLIT_KEYS = ("train", "val", "test", "train_annotations", "val_annotations", "test_annotations")
+COMMON_KEYS = {"path", "format", "names", "classes", "nc", "background_only"}
+
+
+def spec_from_dict(raw: Mapping, source: str = "<dict>", base: Path | None = None) -> DataSpec:
+    """A spec from its keys. `base` is the folder of the spec file (None for a spec that is no file): a relative
+    `path` is looked up there first, and without `path` that folder is the dataset root."""
+    fmt, root = raw.get("format"), None
+    if fmt in (None, ""):
+        root = _dataset_root(raw, source, base)
+        fmt = infer_format(raw, root, source)
     if fmt not in FORMATS:
         raise ValueError(f"{source}: `format` must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    missing = [k for k in REQUIRED_KEYS[fmt] if raw.get(k) in (None, "")]
+    missing = [k for k in REQUIRED_KEYS[fmt] if raw.get(k) in (None, "") and not (k == "path" and base is not None)]
     if missing:
         raise ValueError(f"{source}: missing key(s) {', '.join(missing)} for format {fmt}")
-    selection = ClassSelection(parse_classes(raw.get("classes"), source))
+    names = _parse_names(raw.get("names"), source)
+    check_class_count(raw, names, source)
+    common = {"names": names, "source_file": source,
+              "selection": ClassSelection(parse_classes(raw.get("classes"), source)),
+              "background_only": _background_splits(raw.get("background_only"), source)}
+    if fmt == "synthetic":  # `path`, when given, is the generation folder, relative to the current directory
+        root = Path(raw["path"]).expanduser() if raw.get("path") else None
+    elif root is None:
+        root = _dataset_root(raw, source, base)
     if fmt == "voc":
-        root = _resolve_root(str(raw["path"]), source)
-        known = {"path", "format", "names", "classes", *VOC_KEYS}
         voc = _voc_options(raw, root, source)
-        return DataSpec(root, fmt, train=root, val=root, test=root if voc.test else None,
-                        names=_parse_names(raw.get("names"), source), source_file=source,
-                        options={k: v for k, v in raw.items() if k not in known}, voc=voc, selection=selection)
-    root = _resolve_root(str(raw["path"]), source) if raw.get("path") not in (None, "") and fmt != "synthetic" \
-        else (Path(raw["path"]).expanduser() if raw.get("path") else None)
-    split_keys = ("train", "val", "test", "train_annotations", "val_annotations", "test_annotations")
+        options = {k: v for k, v in raw.items() if k not in COMMON_KEYS | set(VOC_KEYS)}
+        return DataSpec(root, fmt, train=root, val=root, test=root if voc.test else None, options=options, voc=voc,
+                        **common)
+    return DataSpec(root, fmt, options={k: v for k, v in raw.items() if k not in COMMON_KEYS | set(SPLIT_KEYS)},
+                    **_split_paths(raw, fmt, root, source), **common)
+
+
+def _split_paths(raw: Mapping, fmt: str, root: Path | None, source: str) -> dict[str, Path | None]:
+    """The split keys of a coco, yolo or synthetic spec as paths under the root."""
     if fmt == "coco" and bool(raw.get("test")) != bool(raw.get("test_annotations")):
         raise ValueError(f"{source}: format coco takes `test` and `test_annotations` together (the image folder and "
                          f"its json), got only {'test' if raw.get('test') else 'test_annotations'}")
-    paths = {k: (root / str(raw[k]) if root is not None else Path(str(raw[k]))) if raw.get(k) else None
-             for k in split_keys}
-    known = set(split_keys) | {"path", "format", "names", "classes"}
-    options = {k: v for k, v in raw.items() if k not in known}
-    return DataSpec(root, fmt, names=_parse_names(raw.get("names"), source), source_file=source,
-                    options=options, selection=selection, **paths)
+    for key in SPLIT_KEYS:
+        check_split_value(raw, key, source)
+    return {k: (split_path(root, str(raw[k]), k, source) if root is not None else Path(str(raw[k])))
+            if raw.get(k) else None for k in SPLIT_KEYS}
 
 
 def load_data_spec(path: str | Path, overrides: Mapping | None = None) -> DataSpec:
@@ -212,7 +259,7 @@ def load_data_spec(path: str | Path, overrides: Mapping | None = None) -> DataSp
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping of keys (path, format, train, val, ...)")
     raw.update(dict(overrides or {}))
-    return spec_from_dict(raw, str(path))
+    return spec_from_dict(raw, str(path), base=Path(os.path.abspath(path)).parent)
 
 
 def read_class_names(path: str | Path) -> list[str]:
@@ -225,7 +272,11 @@ def read_class_names(path: str | Path) -> list[str]:
     spec = load_data_spec(path)
     if spec.names:
         return list(spec.names)
-    if spec.format == "coco":
-        categories = json.loads(spec.annotations("val").read_text())["categories"]
-        return [c["name"] for c in sorted(categories, key=lambda c: c["id"])]
+    if spec.format == "coco":  # the classes training makes of the json (a Roboflow superclass is none)
+        from detect.data.coco_exports import class_categories
+
+        ann_file = spec.annotations("val")
+        data = json.loads(ann_file.read_text())
+        classes, _ = class_categories(data["categories"], data.get("annotations", []), ann_file, None)
+        return [c["name"] for c in classes]
     raise ValueError(f"--names {path}: the spec lists no `names` and has no COCO json to take them from")

@@ -1,4 +1,5 @@
-"""The YOLO txt layout: an `images/` tree with a sibling `labels/` tree of `class cx cy w h` lines.
+"""The YOLO txt layout: one `class cx cy w h` line per box in a .txt file per image, found where Darknet,
+ultralytics or labelImg put it (detect.data.label_layouts: one rule per split).
 
 Coordinates are normalised to the image (0..1). A line with more than 5 values is a polygon
 (`class x1 y1 x2 y2 ...`) and becomes its bounding box. A missing label file means a background image.
@@ -15,13 +16,16 @@ import numpy as np
 
 from detect.data.cache import Fingerprint, SplitLabels
 from detect.data.images import probe_images
+from detect.data.label_layouts import label_path
 from detect.data.records import BadInputReport, ImageRecord, first_few, image_ids_for, validate_boxes
 
 
 def list_images(entry: Path) -> list[Path]:
-    """Image files of a split: every image under a folder, or the paths listed in a .txt file."""
+    """Image files of a split: every file under a folder but .txt files (labels beside the images, or
+    labelImg's classes.txt: never images), or the paths listed in a .txt file. Other files stay in the list, so
+    that the cache's report names them."""
     if entry.is_dir():
-        return sorted(p for p in entry.rglob("*") if p.is_file())
+        return sorted(p for p in entry.rglob("*") if p.is_file() and p.suffix.lower() != ".txt")
     lines = [ln.strip() for ln in entry.read_text().splitlines()]
     files = []
     for line in filter(None, lines):
@@ -30,23 +34,15 @@ def list_images(entry: Path) -> list[Path]:
     return [Path(str(p).replace("/./", "/")) for p in files]
 
 
-def label_path_for(image: Path) -> Path:
-    """`.../images/<sub>/x.jpg` -> `.../labels/<sub>/x.txt` (the last `images` component is replaced)."""
-    parts = list(image.parts)
-    if "images" not in parts:
-        return image.with_suffix(".txt")
-    i = len(parts) - 1 - parts[::-1].index("images")
-    parts[i] = "labels"
-    return Path(*parts).with_suffix(".txt")
-
-
-def fingerprint(files: list[Path], names) -> str:
-    fp = Fingerprint("yolo", names)
+def fingerprint(files: list[Path], names, layout: str) -> str:
+    """The cache key of a split: its files, their labels under `layout`, and the layout itself (the same files
+    read by another rule are other labels)."""
+    fp = Fingerprint("yolo", names, f"layout={layout}")
     for image in files:
         fp.add_file_stat(image)
-        label = label_path_for(image)
+        label = label_path(image, layout)
         try:
-            fp.add(hashlib.sha1(label.read_bytes()).digest())
+            fp.add(hashlib.sha1(label.read_bytes()).digest() if label is not None else "no-label")
         except OSError:
             fp.add("no-label")
     return fp.hexdigest()
@@ -79,7 +75,8 @@ def parse_label_text(text: str, with_confidence: list | None = None) -> tuple[np
     return np.array(classes, dtype=np.float64), np.array(boxes, dtype=np.float64).reshape(-1, 4)
 
 
-def scan(files: list[Path], names) -> SplitLabels:
+def scan(files: list[Path], names, layout: str) -> SplitLabels:
+    """Records of a split whose labels lie as `layout` (detect.data.label_layouts) says."""
     if not names:
         raise ValueError("a yolo dataset needs `names` in its spec (one name per class id)")
     report = BadInputReport()
@@ -89,9 +86,9 @@ def scan(files: list[Path], names) -> SplitLabels:
         if probe is None:
             dropped.append(image_id)
             continue
-        label = label_path_for(path)
+        label = label_path(path, layout)
         try:
-            text = label.read_text() if label.exists() else ""
+            text = label.read_text() if label is not None and label.exists() else ""
             confident: list[int] = []
             classes, cxcywh = parse_label_text(text, confident)
         except (ValueError, UnicodeDecodeError) as e:

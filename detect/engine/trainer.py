@@ -202,7 +202,7 @@ class Trainer:
             sync_ema_buffers(s)
             fitness, metrics = None, {}
             if s.evaluate_fn is not None and (st.epoch % s.opts.eval_interval == 0 or final):
-                fitness, metrics = s.evaluate_fn(s.ema.module if s.ema is not None else s.model)
+                fitness, metrics = self._evaluate()
             elif s.evaluate_fn is None:  # no evaluator: a loss-based fitness keeps best.pt meaningful
                 fitness = -(row["box"] + row["obj"] + row["cls"])
             row.update(metrics, epoch=st.epoch, time=time.perf_counter() - t0, fitness=fitness)
@@ -221,6 +221,19 @@ class Trainer:
                 log.warning("%s; best.pt holds the best weights", row["note"])
                 break
         return st
+
+    def _evaluate(self):
+        """The epoch's evaluation; when it fails, the trained epoch is still saved in last.pt (every rank's
+        evaluation fails together, so every rank takes part in that collective write) before the error goes on."""
+        s = self.setup
+        try:
+            return s.evaluate_fn(s.ema.module if s.ema is not None else s.model)
+        except Exception as e:
+            last = s.run_dir / "last.pt"
+            log.error("the evaluation after epoch %d failed (%s: %s); saving the trained epoch in %s", self.state.epoch,
+                      type(e).__name__, e, last)
+            self.checkpoint(last)
+            raise
 
     def _patience(self, improved: bool, evaluated: bool, final: bool) -> str:
         """--patience: count the evaluations without improvement; stop once there are that many (the fitness

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from detect.evaluation.cocoeval_engines import cocoeval_class, quiet
+from detect.evaluation.cocoeval_engines import check_ground_truth_ids, cocoeval_class, quiet
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,7 @@ def coco_evaluate(coco_gt, results: list[dict], image_ids: Sequence[int], names:
     receives the lines COCOeval.summarize() printed, as printed (nothing when COCOeval did not run).
     """
 
+    check_ground_truth_ids(coco_gt)
     image_ids = sorted(int(i) for i in image_ids)
     counts = ground_truth_counts(coco_gt, image_ids)
     present = [(k, int(cid)) for k, cid in enumerate(category_ids) if int(cid) in counts]

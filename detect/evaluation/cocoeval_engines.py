@@ -87,6 +87,24 @@ def cocoeval_class(backend: str = DEFAULT_BACKEND):
     return DifficultAwareCOCOeval
 
 
+def check_ground_truth_ids(coco_gt) -> None:
+    """Raise where an engine would score the ground truth wrongly without a word: both record a match by the
+    ground truth's id and read 0 as "no match" (faster-coco-eval: any id below 1), so a box with such an id is
+    never matched, and the COCO API keys annotations by id, so two boxes with one id merge."""
+    ids, count = coco_gt.anns.keys(), len(coco_gt.dataset.get("annotations", []))
+    fix = "give every annotation its own id from 1 (DatasetSource.coco_ground_truth() numbers a json's so)"
+    if len(ids) != count:
+        raise ValueError(f"{count - len(ids)} of the {count} ground-truth annotations share an id with another "
+                         f"(the COCO API merges them): {fix}")
+    try:
+        low = min(ids, default=1)
+    except TypeError:  # ids of mixed types
+        kinds = ", ".join(sorted({type(i).__name__ for i in ids}))
+        raise ValueError(f"ground-truth annotation ids of mixed types ({kinds}): {fix}") from None
+    if not isinstance(low, (int, float)) or low < 1:
+        raise ValueError(f"ground-truth annotation id {low!r}: COCOeval could never match that box; {fix}")
+
+
 def load_rows(coco_gt, rows: np.ndarray):
     """COCO results from [n, 7] rows (image_id, x, y, w, h, score, category_id), no dict per detection on our
     side; an empty result set where there are no rows (the COCO API cannot load an empty list)."""
@@ -105,6 +123,7 @@ def evaluate_categories(coco_gt, rows: np.ndarray, image_ids: Sequence[int], cat
                         backend: str = DEFAULT_BACKEND) -> tuple[np.ndarray, np.ndarray]:
     """COCOeval (bbox) over `image_ids` and the sorted `category_ids`: precision [T, R, K, A, M] and recall
     [T, K, A, M] with K in sorted category order (-1 where a category has no ground truth)."""
+    check_ground_truth_ids(coco_gt)
     evaluator = cocoeval_class(backend)(coco_gt, load_rows(coco_gt, rows), "bbox")
     if backend == "faster-coco-eval":
         evaluator.print_function = lambda *args, **kwargs: None

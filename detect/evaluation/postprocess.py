@@ -7,6 +7,7 @@ through one `torchvision.ops.batched_nms` call: the group of a candidate is (ima
 class-aware and never mixes images.
 
 `scale_to_original` undoes the letterbox (pad, then scale) and clips to the original image.
+`ClassAgnosticModel` shows a K-class model as a one-class one (detect.val --single-cls).
 """
 
 from __future__ import annotations
@@ -107,6 +108,24 @@ def non_max_suppression(pred: torch.Tensor, conf_thres: float = 0.001, iou_thres
     rows = torch.cat((final_boxes, scores[final, None], cls[final, None].float()), dim=1)
     counts = torch.bincount(image_idx[final], minlength=batch).tolist()
     return list(torch.split(rows, counts))
+
+
+class ClassAgnosticModel(torch.nn.Module):
+    """A K-class detector seen as a one-class one: each box's one class probability is its best class's, so its
+    score is objectness x best class probability and NMS runs across the classes, as in a single-class model.
+    `model` is anything detect.api.detect_images runs (eval-mode output [N, P, 5+K])."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.max_stride = model.max_stride
+        self.input_size = getattr(model, "input_size", None)  # the fixed shape of an .onnx model, else unused
+        self.num_classes = 1
+        self.train(getattr(model, "training", False))  # a new Module trains; the wrapped one may not
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pred = self.model(x)
+        return torch.cat((pred[..., :5], pred[..., 5:].amax(dim=-1, keepdim=True)), dim=-1)
 
 
 def scale_to_original(boxes: torch.Tensor, ratio: float | Sequence[float], pad: Sequence[float],

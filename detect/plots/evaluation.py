@@ -2,9 +2,10 @@
 ground truth (its pycocotools COCO) and records. PR_curve.png, F1_curve.png, confusion_matrix.png,
 val_batch0_labels.jpg and val_batch0_pred.jpg in a run folder.
 
-Matching here is this package's own (detect.plots.matching, IoU 0.5), not COCOeval's: the curves need the
-scores, which COCOeval's accumulated arrays keep only on its recall grid. Crowd boxes (and VOC difficult ones)
-are ignored as COCOeval ignores them.
+Matching here is this package's own (detect.plots.matching, IoU 0.5), not COCOeval's run: the curves need the
+scores, which COCOeval's accumulated arrays keep only on its recall grid. It follows COCOeval's rules (crowd
+regions overlapped by intersection over the detection's area, VOC difficult boxes ignored but matched by IoU),
+so the PR curve's AP is COCOeval's AP@0.5.
 """
 
 from __future__ import annotations
@@ -41,15 +42,19 @@ def detections_by_image(results: Sequence[dict], category_ids: Sequence[int]) ->
 
 
 def truths_by_image(coco_gt, image_ids: Sequence[int], category_ids: Sequence[int]) -> dict[int, ImageTruth]:
-    """image id -> its boxes from a pycocotools COCO; crowd (and difficult) boxes flagged `ignore`."""
+    """image id -> its boxes from a pycocotools COCO; crowd (and difficult) boxes flagged `ignore`, crowd
+    regions `crowd`."""
     index = {int(cid): k for k, cid in enumerate(category_ids)}
     truths = {}
     for image_id in image_ids:
         anns = [a for a in coco_gt.imgToAnns.get(int(image_id), []) if int(a["category_id"]) in index]
         boxes = np.array([a["bbox"] for a in anns], dtype=np.float64).reshape(-1, 4)
         boxes[:, 2:] += boxes[:, :2]
+        crowd = np.array([bool(a.get("iscrowd", 0)) for a in anns], dtype=bool)
+        difficult = np.array([bool(a.get("difficult", 0)) for a in anns], dtype=bool)
+        # a difficult box is crowd-flagged to be ignored, but COCOeval here matches it by IoU (cocoeval_engines)
         truths[int(image_id)] = ImageTruth(boxes, np.array([index[int(a["category_id"])] for a in anns], np.int64),
-                                           np.array([bool(a.get("iscrowd", 0)) for a in anns], dtype=bool))
+                                           crowd | difficult, crowd & ~difficult)
     return truths
 
 

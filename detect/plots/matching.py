@@ -3,8 +3,12 @@ confusion matrix behind PR_curve.png, F1_curve.png and confusion_matrix.png. Pur
 
 Inputs are plain per-image data keyed by image id:
 - detections: float [n, 6] rows (x1, y1, x2, y2, score, class index);
-- ground truth: `ImageTruth(boxes [m, 4] xyxy, classes [m], ignore bool [m])`; an ignored box (COCO crowd,
-  VOC difficult) is no object to find, and a detection on it is neither right nor wrong.
+- ground truth: `ImageTruth(boxes [m, 4] xyxy, classes [m], ignore bool [m], crowd bool [m])`; an ignored box
+  (COCO crowd, VOC difficult) is no object to find, and a detection on it is neither right nor wrong.
+
+The matching is COCOeval's at one threshold, so that the PR curve's AP is COCOeval's AP@0.5 (README "Plots"): a
+crowd region overlaps a detection by intersection over the detection's area, ignored boxes absorb any number
+of detections, and only the 100 best-scoring detections of a class in an image count (its maxDets).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import numpy as np
 
 RECALL_POINTS = 101  # the recall grid of the PR curve (COCO's 0, 0.01, ..., 1)
 CONFIDENCE_POINTS = 1000  # the confidence grid of the F1 curve
+MAX_DETS_PER_CLASS = 100  # COCOeval's largest maxDets: detections per image and class it evaluates
 
 
 @dataclass(frozen=True)
@@ -22,6 +27,12 @@ class ImageTruth:
     boxes: np.ndarray  # float [m, 4] xyxy
     classes: np.ndarray  # int [m]
     ignore: np.ndarray  # bool [m]
+    # bool [m]: COCO crowd regions, overlapped by intersection over the detection's area (None: no box). A VOC
+    # difficult box is ignored but no crowd region: COCOeval here matches it by IoU (evaluation.cocoeval_engines)
+    crowd: np.ndarray | None = None
+
+    def crowd_mask(self) -> np.ndarray:
+        return np.zeros(len(self.classes), dtype=bool) if self.crowd is None else self.crowd
 
 
 @dataclass(frozen=True)
@@ -38,29 +49,45 @@ class Curves:
     has_truth: np.ndarray  # bool [K]
 
 
-def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU [N, M] of xyxy boxes."""
+def box_iou(a: np.ndarray, b: np.ndarray, crowd: np.ndarray | None = None) -> np.ndarray:
+    """IoU [N, M] of xyxy boxes; a column flagged in `crowd` [M] gets intersection over a's area instead, as
+    COCOeval overlaps a detection with a crowd region (one person inside a crowd overlaps it fully)."""
     lt = np.maximum(a[:, None, :2], b[None, :, :2])
     rb = np.minimum(a[:, None, 2:4], b[None, :, 2:4])
     inter = np.clip(rb - lt, 0, None).prod(axis=2)
     area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
     area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-12)
+    union = area_a[:, None] + area_b[None, :] - inter
+    if crowd is not None:
+        union = np.where(crowd[None, :], area_a[:, None], union)
+    return inter / np.maximum(union, 1e-12)
 
 
 def _empty_truth() -> ImageTruth:
     return ImageTruth(np.zeros((0, 4)), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
 
 
+def _best_per_class(det: np.ndarray, limit: int = MAX_DETS_PER_CLASS) -> np.ndarray:
+    """Row mask: each class's `limit` best-scoring rows (of equal scores the earlier row), COCOeval's maxDets cut."""
+    order = np.lexsort((-det[:, 4], det[:, 5]))  # by class, then score descending; lexsort is stable
+    cls = det[order, 5]
+    rank = np.arange(len(det)) - np.searchsorted(cls, cls, side="left")
+    keep = np.zeros(len(det), dtype=bool)
+    keep[order[rank < limit]] = True
+    return keep
+
+
 def _match_image(det: np.ndarray, truth: ImageTruth, iou_thres: float) -> tuple[np.ndarray, np.ndarray]:
-    """(true positive, counted) per detection row: in score order, each detection takes the unmatched box of
-    its class it overlaps most (IoU >= iou_thres); one left only with an ignored box is not counted."""
-    n = len(det)
+    """(true positive, counted) per detection row, COCOeval's matching: in score order, each detection takes the
+    free non-ignored box of its class it overlaps most (IoU >= iou_thres; of equal overlaps the later box, as
+    COCOeval's loop does); without one, a detection overlapping an ignored box by iou_thres is not counted, and
+    the ignored box stays free for the next."""
+    n, m = len(det), len(truth.classes)
     tp, counted = np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
-    if n == 0 or len(truth.classes) == 0:
+    if n == 0 or m == 0:
         return tp, counted
-    iou = box_iou(det[:, :4], truth.boxes)
-    iou[det[:, 5].astype(np.int64)[:, None] != truth.classes[None, :]] = 0.0
+    iou = box_iou(det[:, :4], truth.boxes, truth.crowd_mask())
+    iou[det[:, 5].astype(np.int64)[:, None] != truth.classes[None, :]] = -1.0  # never matched, whatever the threshold
     overlapping = iou >= iou_thres
     taken = truth.ignore.copy()  # an ignored box is never "found"
     for i in np.argsort(-det[:, 4], kind="stable"):
@@ -68,7 +95,7 @@ def _match_image(det: np.ndarray, truth: ImageTruth, iou_thres: float) -> tuple[
             continue
         free = overlapping[i] & ~taken
         if free.any():
-            j = int(np.argmax(np.where(free, iou[i], -1.0)))
+            j = m - 1 - int(np.argmax(np.where(free, iou[i], -1.0)[::-1]))  # the last of the best
             taken[j], tp[i] = True, True
         elif (overlapping[i] & truth.ignore).any():
             counted[i] = False
@@ -79,9 +106,11 @@ def match_detections(detections: dict, truths: dict, num_classes: int, iou_thres
     """(scores [n], classes [n], true positive [n], ground-truth count per class [K]) over every image."""
     scores, classes, hits = [], [], []
     truth_counts = np.zeros(num_classes, dtype=np.int64)
-    for image_id in set(truths) | set(detections):
+    # images in id order, as COCOeval concatenates them: detections of equal scores keep its order
+    for image_id in sorted(set(truths) | set(detections)):
         truth = truths.get(image_id, _empty_truth())
         det = detections.get(image_id, np.zeros((0, 6)))
+        det = det[_best_per_class(det)]
         tp, counted = _match_image(det, truth, iou_thres)
         scores.append(det[counted, 4])
         classes.append(det[counted, 5].astype(np.int64))
@@ -135,7 +164,8 @@ def confusion_matrix(detections: dict, truths: dict, num_classes: int, conf_thre
     Per image, the detections scoring >= conf_thres and the boxes are paired one to one whatever their class,
     highest IoU first, pairs with IoU >= iou_thres: a pair counts at (predicted, true); an unpaired box at
     (background, true) (missed); an unpaired detection at (predicted, background) (false alarm), unless it
-    overlaps an ignored box by iou_thres, then it is not counted.
+    overlaps an ignored box by iou_thres (a crowd region by intersection over its own area), then it is not
+    counted.
     """
     k = num_classes
     counts = np.zeros((k + 1, k + 1), dtype=np.int64)
@@ -151,7 +181,9 @@ def confusion_matrix(detections: dict, truths: dict, num_classes: int, conf_thre
         np.add.at(counts, (k, np.delete(true_cls, paired_box)), 1)
         alarms = np.setdiff1d(np.arange(len(det)), paired_det)
         if truth.ignore.any() and len(alarms):
-            on_ignored = (box_iou(det[alarms, :4], truth.boxes[truth.ignore]) >= iou_thres).any(axis=1)
+            ignored = truth.boxes[truth.ignore]
+            overlap = box_iou(det[alarms, :4], ignored, truth.crowd_mask()[truth.ignore])
+            on_ignored = (overlap >= iou_thres).any(axis=1)
             alarms = alarms[~on_ignored]
         np.add.at(counts, (pred_cls[alarms], k), 1)
     return counts

@@ -85,3 +85,21 @@ def test_save_period_keeps_lean_epoch_checkpoints(tmp_path):
     assert sorted(p.name for p in run.glob("epoch*.pt")) == ["epoch2.pt", "epoch4.pt"]
     kept = torch.load(run / "epoch4.pt", weights_only=True)
     assert kept["lean"] and kept["epoch"] == 4 and "optimizer" not in kept and kept["opts"]["img_size"] == 64
+
+
+def test_a_failed_evaluation_still_saves_the_trained_epoch(tmp_path):
+    import pytest
+
+    trainer = build_trainer(tiny_options(tmp_path, epochs=2), dist.DistContext(0, 1, 0, torch.device("cpu"), None))
+
+    def fail(model):
+        raise RuntimeError("the ground truth is inconsistent")
+
+    trainer.setup.evaluate_fn = fail
+    try:
+        with pytest.raises(RuntimeError, match="inconsistent"):
+            trainer.fit()
+    finally:
+        trainer.setup.train_loader.close()
+    last = torch.load(trainer.setup.run_dir / "last.pt", weights_only=True)
+    assert last["epoch"] == 1 and last["batch_in_epoch"] == 0  # epoch 1 trained: --resume goes on from there
