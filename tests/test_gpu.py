@@ -22,7 +22,7 @@ import torch
 from detect.engine.config import LossConfig
 from detect.engine.options import TrainOptions
 from detect.engine.setup import build_trainer
-from detect.runtime import dist
+from detect.runtime import ddp, dist
 from detect.runtime.precision import autocast
 from tests.conftest import ROOT
 from tests.distributed import run_distributed
@@ -164,11 +164,11 @@ def _grads_and_stats(rank: int, world: int, sync_bn: bool):
     local_targets = targets[mine].clone()
     local_targets[:, 0] -= rank * share
     if sync_bn:
-        model = dist.convert_sync_bn(model)
+        model = ddp.convert_sync_bn(model)
     ctx = dist.DistContext(rank, world, rank, device, "gloo" if world > 1 else None)
-    ddp = dist.wrap_ddp(model, ctx)
+    wrapped = ddp.wrap_ddp(model, ctx)
     loss_fn = YoloLoss.for_model(model, LossConfig())
-    loss, _ = loss_fn(ddp(images[rank * share:(rank + 1) * share].to(device)), local_targets, (64, 64))
+    loss, _ = loss_fn(wrapped(images[rank * share:(rank + 1) * share].to(device)), local_targets, (64, 64))
     loss.backward()
     grads = torch.cat([p.grad.flatten() for p in model.parameters()]).cpu().numpy()
     stats = torch.cat([b.flatten() for n, b in model.named_buffers() if "running" in n]).cpu().numpy()

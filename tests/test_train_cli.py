@@ -11,7 +11,7 @@ import torch
 
 from detect.darknet.load import load_model
 from detect.engine.options import parse_options
-from detect.runtime import dist
+from detect.runtime import ddp
 from tests.test_train_dist import tiny_options
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,14 +29,14 @@ def test_invalid_flags_fail_before_training(tmp_path):
 
 
 def test_sync_bn_policy_and_conversion():
-    assert not dist.use_sync_bn("auto", torch.device("cpu"), 2)
-    assert dist.use_sync_bn("auto", torch.device("cuda", 0), 2)
-    assert not dist.use_sync_bn("auto", torch.device("cuda", 0), 1)
+    assert not ddp.use_sync_bn("auto", torch.device("cpu"), 2)
+    assert ddp.use_sync_bn("auto", torch.device("cuda", 0), 2)
+    assert not ddp.use_sync_bn("auto", torch.device("cuda", 0), 1)
     with pytest.raises(ValueError, match="needs CUDA"):
-        dist.use_sync_bn("on", torch.device("cpu"), 2)
+        ddp.use_sync_bn("on", torch.device("cpu"), 2)
     model = load_model(str(ROOT / "cfg" / "yolo-mini.cfg"), num_classes=4).model
     n_bn = sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
-    converted = dist.convert_sync_bn(model)
+    converted = ddp.convert_sync_bn(model)
     assert sum(isinstance(m, torch.nn.SyncBatchNorm) for m in converted.modules()) == n_bn == 10
 
 

@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -51,3 +53,20 @@ def interleave(runners: dict[str, Callable[[], float]], rounds: int, warmup: int
         for name, run in runners.items():
             times[name].append(run())
     return {name: summarize(values) for name, values in times.items()}
+
+
+def measure_matmul_tflops(device: torch.device, n: int = 8192, iters: int = 20) -> float:
+    """Median TFLOP/s of an n x n x n bf16 matrix product on random data (the practical tensor-core peak)."""
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        a @ b
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1000)
+    return 2 * n ** 3 / sorted(times)[len(times) // 2] / 1e12

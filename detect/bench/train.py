@@ -25,7 +25,9 @@ from pathlib import Path
 
 import torch
 
-from detect.bench.step_split import format_split, profile_steps
+from detect.bench.step_split import profile_steps
+from detect.bench.timing import measure_matmul_tflops
+from detect.bench.train_report import format_header, format_row, format_splits
 from detect.data.loader import PREFETCH_FACTOR
 from detect.engine.config import Hyp
 from detect.engine.options import TrainOptions
@@ -101,23 +103,6 @@ def repeated(source, copies: int):
     out = copy.copy(source)
     out.records = list(source.records) * copies
     return out
-
-
-def measure_matmul_tflops(device: torch.device, n: int = 8192, iters: int = 20) -> float:
-    """Median TFLOP/s of an n x n x n bf16 matrix product on random data (the practical tensor-core peak)."""
-    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-    for _ in range(3):
-        a @ b
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        a @ b
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1000)
-    return 2 * n ** 3 / sorted(times)[len(times) // 2] / 1e12
 
 
 class Bench:
@@ -266,41 +251,6 @@ def largest_batch(args, cfg, img, variant, sources, run_dir, start: int = 64) ->
     while fits(args, cfg, img, batch, variant, sources, run_dir):
         best, batch = batch, batch * 2
     return best
-
-
-def included_label(name: str) -> str:
-    return f"{name} img/s"
-
-
-def format_header(loaders: list[str], peak_tflops) -> str:
-    """The column names: one data-included column (and % of peak) per loader, in the rows' order."""
-    included = "".join(f" {included_label(n):>9s}" for n in loaders) or f" {'incl img/s':>9s}"
-    line = f"{'cfg':18s} {'img':>5s} {'batch':>6s} {'variant':16s} {'excl img/s':>9s}{included} "
-    line += f"{'mem GiB':>8s} {'GFLOPs':>8s}"
-    if peak_tflops:
-        line += f" {'TFLOP/s':>9s} {'excl':>7s}" + "".join(f" {n:>7s}" for n in loaders)
-    return line
-
-
-def format_row(cfg, img, batch, variant_name, row, gflops, peak_tflops) -> str:
-    line = f"{Path(cfg).name:18s} {img:5d} {batch:6d} {variant_name:16s} {row['excluded']:9.1f}"
-    included = row.get("included", {})
-    line += "".join(f" {v:{max(9, len(included_label(n)))}.1f}" for n, v in included.items()) or f" {'-':>9s}"
-    line += f" {row['memory']:8.2f} {gflops:8.2f}"
-    if peak_tflops:
-        def percent(images_s):
-            return 100 * 3 * gflops * images_s / 1000 / peak_tflops
-
-        line += f" {3 * gflops * row['excluded'] / 1000:9.1f} {percent(row['excluded']):6.1f}%"
-        line += "".join(f" {percent(v):{max(7, len(n)) - 1}.1f}%" for n, v in included.items())
-    return line
-
-
-def format_splits(row) -> list[str]:
-    """The step splits of a row, data excluded first."""
-    splits = row.get("splits", {})
-    lines = [format_split("data excluded", splits["excluded"])] if "excluded" in splits else []
-    return lines + [format_split(f"data included ({k})", v) for k, v in splits.items() if k != "excluded"]
 
 
 def main(argv=None) -> int:

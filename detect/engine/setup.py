@@ -21,12 +21,17 @@ from detect.engine.config import Hyp
 from detect.engine.ema import ModelEMA
 from detect.engine.loss import YoloLoss
 from detect.engine.monitor import ResultsCsv, chain
-from detect.engine.optim import LRSchedule, accumulation_steps, build_optimizer, scaled_parameter_names
+from detect.engine.optim import (
+    LRSchedule,
+    accumulation_steps,
+    build_optimizer,
+    scaled_parameter_names,
+)
 from detect.engine.options import TrainOptions
 from detect.engine.run_plan import plan_new_run, prepare
 from detect.engine.trainer import Trainer
 from detect.engine.trainer_state import TrainSetup
-from detect.runtime import dist
+from detect.runtime import ddp, dist
 from detect.runtime.files import atomic_write_text
 from detect.runtime.precision import amp_dtype
 
@@ -170,12 +175,12 @@ def prepare_model(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_sourc
 
 def wrap_model(model, opts: TrainOptions, ctx: dist.DistContext):
     """(bare model, the module the step calls): SyncBatchNorm where it applies, DDP, torch.compile."""
-    if dist.use_sync_bn(opts.sync_bn, ctx.device, ctx.world_size):
-        model = dist.convert_sync_bn(model)
+    if ddp.use_sync_bn(opts.sync_bn, ctx.device, ctx.world_size):
+        model = ddp.convert_sync_bn(model)
         log.info("BatchNorm converted to SyncBatchNorm across %d processes", ctx.world_size)
     elif ctx.distributed and ctx.device.type != "cuda":
         log.info("CPU training: BatchNorm stays per-process (SyncBatchNorm needs CUDA)")
-    ddp_model = dist.wrap_ddp(model, ctx)  # broadcasts rank 0's parameters and buffers
+    ddp_model = ddp.wrap_ddp(model, ctx)  # broadcasts rank 0's parameters and buffers
     return model, torch.compile(ddp_model) if opts.compile else ddp_model
 
 
