@@ -13,64 +13,49 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
-import time
 from pathlib import Path
 
-import detect.runtime.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads; README "CPU inference")
-from detect.api import add_backend_flag, add_slice_flags
-from detect.darknet.load import uses_channels_last
+import detect.runtime.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads; docs/inference.md "CPU engines")
 from detect.evaluation.coco import STAT_NAMES, format_class_table, format_summary
 from detect.evaluation.cocoeval_engines import BACKENDS, DEFAULT_BACKEND
-from detect.evaluation.evaluator import CocoEvaluator, EvalResult, evaluate
-from detect.evaluation.postprocess import ClassAgnosticModel
+from detect.evaluation.evaluator import CocoEvaluator, EvalResult
+from detect.evaluation.model_eval import Feed, evaluate_model, rank_steps
 from detect.evaluation.voc_metrics import METRICS, format_darknet_summary
-from detect.export.loading import is_onnx_path, load_tool_model
+from detect.inference.cli_flags import (
+    add_inference_flags,
+    add_model_flags,
+    add_run_folder_flags,
+    add_workers_flag,
+    check_inference_args,
+)
+from detect.inference.handle import ModelHandle
+from detect.inference.loading import load_model_file
+from detect.inference.postprocess import ClassAgnosticModel
+from detect.inference.predictor import InferenceSettings, Predictor
 from detect.runtime import dist
 from detect.runtime.commands import DefaultsHelpFormatter, run_command
 from detect.runtime.files import atomic_write_text
 from detect.runtime.log import setup_logging
-from detect.runtime.precision import AMP_DTYPES, amp_dtype
+from detect.runtime.precision import amp_dtype
 from detect.runtime.runs import next_run_dir
 
 log = logging.getLogger("detect.val")  # not __name__: under `python -m` that is __main__, outside `detect`
 
 
-def default_workers() -> int:
-    """Loader workers that fit the machine: its cores shared by the processes torchrun starts on this node."""
-    local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    return min(4, max(1, (os.cpu_count() or 1) // local_processes))
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m detect.val", description=__doc__.split("\n")[0],
                                 formatter_class=DefaultsHelpFormatter)
-    p.add_argument("--cfg", help="Darknet .cfg (optional for .pt checkpoints, which carry their cfg)")
-    p.add_argument("--weights", required=True, help=".weights, .pt checkpoint or .onnx (detect.export)")
+    add_model_flags(p)
     p.add_argument("--data", required=True, help="dataset spec (data/*.yaml)")
     p.add_argument("--split", default="val", choices=("train", "val", "test"),
                    help="which split of --data to evaluate (its `val:`, `test:` or `train:` entry)")
     p.add_argument("--single-cls", action="store_true",
                    help="evaluate every class of --data as one: a model trained with --single-cls, or a model "
                         "with several classes class-agnostically (each box scored by its best class)")
-    p.add_argument("--img-size", "--img", dest="img", type=int, default=None,
-                   help="input size (long side; default: the size a .pt was trained at, else the cfg's [net] size)")
-    p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=32,
-                   help="batch size (per process)")
-    p.add_argument("--conf", type=float, default=0.001, help="confidence threshold (objectness * class)")
-    p.add_argument("--iou", type=float, default=0.6, help="NMS IoU threshold")
-    p.add_argument("--max-det", type=int, default=300, help="detections per image at most")
-    p.add_argument("--square", action="store_true", help="square img x img letterbox instead of rect canvases")
+    add_inference_flags(p, conf=0.001, iou=0.6, batch=32, batch_help="batch size (per process)")
     p.add_argument("--single-label", action="store_true", help="one label per box (best class) instead of multi")
     p.add_argument("--no-merge", action="store_true", help="plain NMS instead of merge-NMS")
-    p.add_argument("--augment", action="store_true",
-                   help="test-time augmentation: the images also at 0.83 (mirrored) and 0.67 of the size, every "
-                        "pass's boxes merged by one NMS (about 2x the inference time)")
-    add_slice_flags(p)
-    p.add_argument("--amp", default="off", choices=tuple(AMP_DTYPES), help="autocast precision on CUDA (ignored on the CPU)")
-    p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
-    add_backend_flag(p)
     p.add_argument("--save-json", action="store_true", help="write the COCO results json")
     p.add_argument("--plots", action="store_true",
                    help="write PR_curve.png, F1_curve.png, confusion_matrix.png and val_batch0 mosaics")
@@ -87,17 +72,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "average IoU at conf 0.25)")
     p.add_argument("--coco-backend", default=DEFAULT_BACKEND, choices=BACKENDS,
                    help="COCOeval engine (the same 12 numbers; faster-coco-eval is C++, pycocotools the reference)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    p.add_argument("--workers", type=int, default=default_workers(),
-                   help="data loader workers per process (default: the CPU cores per local process, at most 4)")
-    p.add_argument("--project", default="runs/val", help="parent folder of the run folder")
-    p.add_argument("--name", default="exp", help="run folder name (a number is appended when it exists)")
+    add_workers_flag(p, "data loader workers per process")
+    add_run_folder_flags(p, "runs/val")
     args = p.parse_args(argv)
-    for name in ("img", "batch", "max_det"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
-    if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
-        p.error(f"--conf must be in [0, 1) and --iou in [0, 1], got {args.conf} and {args.iou}")
+    check_inference_args(p, args)
     return args
 
 
@@ -162,31 +140,19 @@ def report(result: EvalResult, run_dir: Path, args, save_json: bool, skipped: in
 def run(args) -> EvalResult:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
-    loader = None
     try:
-        model, _, args.square, args.img = load_tool_model(args.weights, args.cfg, ctx.device, args.img, args.square,
-                                                          args.backend, args.cache_dir)
+        handle = load_model_file(args.weights, args.cfg, device=ctx.device, img_size=args.img, square=args.square,
+                                 backend=args.backend, cache_dir=args.cache_dir, augment=args.augment)
+        args.img, args.square = handle.img_size, handle.square
         # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
-        source = open_checked_split(args.data, args.split, model.num_classes, args.weights, args.strict,
+        source = open_checked_split(args.data, args.split, handle.num_classes, args.weights, args.strict,
                                     args.cache_dir, args.single_cls)
-        model = prepare_model(model, args)
-        if args.slice is None:
-            from detect.data.loader import build_eval_loader
-
-            loader = build_eval_loader(source, args.split, args.img, args.batch, args.workers, model.max_stride,
-                                       ctx.rank, ctx.world_size, rect=not args.square, cache_dir=args.cache_dir,
-                                       cache=args.cache)
         evaluator = CocoEvaluator(source, args.conf, args.iou, args.max_det, multi_label=not args.single_label,
                                   merge=not args.no_merge, backend=args.coco_backend, metric=args.metric)
-        if args.slice is not None:  # detect_images augments each tile and image itself (InferenceSettings.augment)
-            result = evaluate_sliced(model, source, evaluator, args, ctx)
-        else:
-            if args.augment:
-                from detect.ops.tta import AugmentedModel
-
-                model = AugmentedModel(model, model.max_stride)
-            result = evaluate(model, loader, evaluator, ctx.device, amp_dtype=amp_dtype(args.amp, ctx.device),
-                              channels_last=uses_channels_last(ctx.device))
+        feed = Feed(args.split, args.batch, args.workers, ctx.rank, ctx.world_size, args.cache_dir, args.cache)
+        result = evaluate_model(handle, build_predictor(handle, args, ctx.device), source, evaluator, feed)
+        if args.slice is not None:
+            log_tiles(source.records, args, ctx)
         run_dir = dist.broadcast_object(next_run_dir(args.project, args.name) if ctx.is_main else None)
         if ctx.is_main:
             report(result, run_dir, args, args.save_json, len(source.dropped_image_ids))
@@ -196,62 +162,33 @@ def run(args) -> EvalResult:
                 log.info("plots: %s", ", ".join(p.name for p in write_eval_plots(run_dir, result.results, source)))
         return result
     finally:
-        close_loader(loader)
         dist.destroy()
 
 
-def prepare_model(model, args):
+def build_predictor(handle: ModelHandle, args, device) -> Predictor:
     """The model as this evaluation runs it: --single-cls with a K-class model scores every box by its best
-    class, one class for all (class-agnostic NMS); --augment needs a model that takes other sizes."""
-    if args.augment and is_onnx_path(args.weights) and model.input_size is not None:
-        raise ValueError(f"--augment runs the model at other sizes, but {args.weights} takes "
-                         f"{model.input_size[0]}x{model.input_size[1]} inputs only; export it with --dynamic")
-    if args.single_cls and model.num_classes > 1:
+    class, one class for all (class-agnostic NMS); the thresholds and NMS protocol of the flags."""
+    runner = handle.runner
+    if args.single_cls and handle.num_classes > 1:
         log.info("--single-cls: the model's %d classes are evaluated as one (each box scored by its best class, "
-                 "NMS across the classes)", model.num_classes)
-        model = ClassAgnosticModel(model)
-    return model
+                 "NMS across the classes)", handle.num_classes)
+        runner = ClassAgnosticModel(runner)
+    settings = InferenceSettings.for_model(handle, conf=args.conf, iou=args.iou, max_det=args.max_det,
+                                           batch_size=args.batch, amp_dtype=amp_dtype(args.amp, device),
+                                           augment=args.augment, slice_size=args.slice, slice_overlap=args.overlap,
+                                           multi_label=not args.single_label, merge=not args.no_merge)
+    return Predictor(runner, settings, device)
 
 
-def close_loader(loader) -> None:
-    """Stop the loader's worker processes now, whatever ends the run. The eval loader keeps its workers between
-    passes (persistent_workers) and they ignore SIGTERM (detect.data.datasets.worker_init): after an error the
-    traceback still held them, and multiprocessing's exit handler, which terminates and then joins them, waited
-    forever. DataLoader has no public close; its persistent iterator's `_shutdown_workers` is what `del` runs."""
-    iterator = getattr(loader, "_iterator", None)
-    if iterator is not None and hasattr(iterator, "_shutdown_workers"):
-        iterator._shutdown_workers()
-        loader._iterator = None
-
-
-def evaluate_sliced(model, source, evaluator: CocoEvaluator, args, ctx) -> EvalResult:
-    """--slice: this rank's share of the split (every world_size-th image) read at full size and detected as
-    detect.predict --slice does (detect.api.detect_images: the whole image and its tiles), with this evaluation's
-    thresholds and NMS protocol; the rows go to the evaluator as they are (collective, like `evaluate`)."""
-    from detect.api import InferenceSettings, detect_images
-    from detect.data.images import read_image
-    from detect.evaluation.coco import detections_to_rows
+def log_tiles(records: list, args, ctx) -> None:
+    """How many tiles --slice cut from this rank's images (its share: detect.evaluation.model_eval)."""
     from detect.ops.slicing import needs_tiles, tile_grid
 
-    settings = InferenceSettings(args.img, args.conf, args.iou, args.max_det, args.square, batch_size=args.batch,
-                                 amp_dtype=amp_dtype(args.amp, ctx.device), augment=args.augment,
-                                 slice_size=args.slice, slice_overlap=args.overlap,
-                                 multi_label=not args.single_label, merge=not args.no_merge)
-    evaluator.reset()
-    tiles = 0
-    for record in source.records[ctx.rank::ctx.world_size]:
-        tick = time.perf_counter()
-        image = read_image(record.path)
-        evaluator.seconds["preprocess"] += time.perf_counter() - tick
-        tick = time.perf_counter()
-        rows = detect_images(model, [image], settings, ctx.device)[0]
-        evaluator.seconds["inference"] += time.perf_counter() - tick
-        evaluator.add_rows(detections_to_rows(rows, record.image_id, source.category_ids), record.image_id)
-        h, w = image.shape[:2]
-        tiles += len(tile_grid(w, h, args.slice, args.overlap)) if needs_tiles(w, h, args.slice) else 0
+    mine = [records[i] for step in rank_steps(records, 1, ctx.rank, ctx.world_size) for i in step]
+    tiles = sum(len(tile_grid(r.width, r.height, args.slice, args.overlap))
+                for r in mine if needs_tiles(r.width, r.height, args.slice))
     log.info("--slice %d --overlap %g: %d tiles over this rank's %d images, each image also whole", args.slice,
-             args.overlap, tiles, len(source.records[ctx.rank::ctx.world_size]))
-    return evaluator.compute()
+             args.overlap, tiles, len(mine))
 
 
 def main(argv=None) -> int:

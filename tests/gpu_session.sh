@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One lent-GPU session in one call (README "On GPUs"): the gpu tests, then `detect.bench train` with the data
+# One lent-GPU session in one call (docs/training.md "On GPUs"): the gpu tests, then `detect.bench train` with the data
 # excluded and included (decode, --cache ram, --cache ram + augmentation on the device) and the profiler's split.
 #
 # The device machine has its own python3 with torch and no registry: the wheels it lacks come in .whl/, and

@@ -11,12 +11,11 @@ import pytest
 import torch
 
 from detect.api import Detections, Detector
-from detect.export.loading import load_tool_model
-from detect.export.runtime import onnx_square_letterbox
+from detect.inference.loading import load_model_file
 from detect.predict import main as predict_main
 from detect.val import main as val_main
-from tests.log_lines import log_lines
-from tests.test_val import NAMES, write_coco_dataset, write_tiny_checkpoint
+from tests.support.log_lines import log_lines
+from tests.support.val_data import NAMES, write_coco_dataset, write_tiny_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -83,14 +82,14 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
         detector(np.zeros((8, 8, 3), np.float32))
     with pytest.raises(ValueError, match=r"expected an HxWx3 image array, got shape \(8, 8, 4\)"):
         detector(np.zeros((8, 8, 4), np.uint8))
-    with pytest.raises(ValueError, match="2 class names were given but .* predicts 3 classes"):
+    with pytest.raises(ValueError, match=r"2 class names \(names=\) but tiny.pt predicts 3 classes"):
         Detector.load(weights, names=["a", "b"], device="cpu")
     with pytest.raises(ValueError, match="conf must be in"):
         Detector.load(weights, conf=1.5)
 
 
 class _StandInOnnx:
-    """The duck type of detect.export.runtime's models: one box at the input's centre, 20x10, class 1."""
+    """The duck type of detect.inference.onnx_runtime's models: one box at the input's centre, 20x10, class 1."""
 
     names = ("cat", "dog")
     max_stride = 32
@@ -109,7 +108,7 @@ class _StandInOnnx:
 
 @pytest.fixture
 def stand_in_runtime(monkeypatch):
-    module = types.ModuleType("detect.export.runtime")
+    module = types.ModuleType("detect.inference.onnx_runtime")
     module.opened = []
 
     def load_onnx_model(path, device):
@@ -117,7 +116,7 @@ def stand_in_runtime(monkeypatch):
         return _StandInOnnx()
 
     module.load_onnx_model = load_onnx_model
-    monkeypatch.setitem(sys.modules, "detect.export.runtime", module)
+    monkeypatch.setitem(sys.modules, "detect.inference.onnx_runtime", module)
     return module
 
 
@@ -131,17 +130,17 @@ def test_onnx_through_the_runtime_duck_type(stand_in_runtime, tmp_path):
     # ratio 64/200 = 0.32, 32 pixels of border above: (22, 27, 42, 37) -> ((x - 0) / 0.32, (y - 16) / 0.32)
     np.testing.assert_allclose(found[1].boxes, [[68.75, 34.375, 131.25, 65.625]], atol=1e-4)
     assert found[1].labels == ["dog"] and found[1].scores[0] == pytest.approx(0.72)
-    with pytest.raises(ValueError, match=r"takes 64x64 inputs only, but img_size=320"):
+    with pytest.raises(ValueError, match=r"takes 64x64 inputs only, but img_size 320 was given"):
         Detector.load(tmp_path / "m.onnx", img_size=320, device="cpu")
 
 
 def test_onnx_without_the_runtime_is_a_clear_error(monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "detect.export.runtime", None)  # as if it could not be imported
-    with pytest.raises(ValueError, match=r"m.onnx: running ONNX models needs detect.export.runtime"):
+    monkeypatch.setitem(sys.modules, "detect.inference.onnx_runtime", None)  # as if it could not be imported
+    with pytest.raises(ValueError, match=r"m.onnx: running ONNX models needs detect.inference.onnx_runtime"):
         Detector.load(tmp_path / "m.onnx", device="cpu")
 
 
-# --- the tools' loader (load_tool_model) and Detector.load: input size and class names by default (predict items 3,
+# --- the tools' loader (load_model_file) and Detector.load: input size and class names by default (predict items 3,
 # 5 and 6; detect.val shares the loader)
 
 @pytest.fixture(scope="module")
@@ -150,7 +149,7 @@ def coco_detector_by_default():
     from tests.conftest import shared_path
 
     cfg, weights = shared_path("darknet-cfg", "yolov3-tiny.cfg"), shared_path("weights", "yolov3-tiny.weights")
-    with log_lines("detect.api") as lines:
+    with log_lines("detect.inference") as lines:
         detector = Detector.load(weights, cfg, device="cpu")
     return detector, lines
 
@@ -193,13 +192,13 @@ def _trained_at(path, img_size):
 
 def test_default_img_size_is_the_training_size(tmp_path, monkeypatch):
     weights = _trained_at(write_tiny_checkpoint(tmp_path), 96)  # [net] 64x64
-    with log_lines("detect.api") as lines:
+    with log_lines("detect.inference") as lines:
         detector = Detector.load(weights, device="cpu", backend="torch")
     assert detector.settings.img_size == 96 and lines == ["img_size 96: the size tiny.pt was trained at "
                                                           "(img_size not given)"]
     assert Detector.load(weights, device="cpu", img_size=64).settings.img_size == 64
-    model, names, square, img_size = load_tool_model(weights, None, torch.device("cpu"), None, False)
-    assert (names, square, img_size, model.max_stride) == (NAMES, False, 96, 2)
+    handle = load_model_file(weights, device=torch.device("cpu"))
+    assert (handle.names, handle.square, handle.img_size, handle.max_stride) == (NAMES, False, 96, 2)
     # detect.val evaluates at that size too (its data loader's size; metrics.json records it)
     monkeypatch.setenv("DETECT_CACHE", str(tmp_path / "cache"))
     spec = write_coco_dataset(tmp_path / "data")
@@ -215,14 +214,15 @@ class _StandInDynamicOnnx(_StandInOnnx):
 
 @pytest.mark.parametrize("fixed", [True, False])
 def test_tools_default_to_an_onnx_models_own_size(stand_in_runtime, monkeypatch, tmp_path, fixed):
-    stand_in_runtime.onnx_square_letterbox = onnx_square_letterbox
     stand_in_runtime.load_onnx_model = lambda path, device: _StandInOnnx() if fixed else _StandInDynamicOnnx()
-    monkeypatch.setattr(_StandInOnnx, "path", tmp_path / "m.onnx", raising=False)
-    with log_lines("detect.api") as lines:
-        model, names, square, img_size = load_tool_model(tmp_path / "m.onnx", None, torch.device("cpu"), None, False)
-    assert names == ("cat", "dog") and (square, img_size) == ((True, 64) if fixed else (False, 416))
+    with log_lines("detect.inference") as lines:
+        handle = load_model_file(tmp_path / "m.onnx", device=torch.device("cpu"))
+    assert handle.names == ["cat", "dog"] and handle.input_shape == ((64, 64) if fixed else None)
+    assert (handle.square, handle.img_size) == ((True, 64) if fixed else (False, 416))
     why = "fixed input size" if fixed else "default for a dynamic ONNX model"
-    assert lines == [f"--img-size {img_size}: m.onnx's {why} (--img-size not given)"]
+    fitted = [(f"{tmp_path / 'm.onnx'} takes 64x64 inputs only: every image is fitted into that canvas"
+               " (no rect canvases)")] if fixed else []
+    assert lines == [f"--img-size {handle.img_size}: m.onnx's {why} (--img-size not given)", *fitted]
 
 
 def test_augment_in_the_api_and_predict_agree_and_find_the_crowd(shared, tmp_path):

@@ -13,7 +13,7 @@ from detect.darknet.load import load_model
 from detect.darknet.pt_files import load_checkpoint
 from detect.darknet.weights import read_header
 from detect.predict import main as predict_main
-from tests.test_val import TINY_CFG, write_tiny_checkpoint
+from tests.support.val_data import TINY_CFG, write_tiny_checkpoint
 
 
 class _WouldRunCode:

@@ -25,8 +25,8 @@ from detect.engine.setup import build_trainer
 from detect.runtime import ddp, dist
 from detect.runtime.precision import autocast
 from tests.conftest import ROOT
-from tests.distributed import run_distributed
-from tests.test_train_dist import _StopAtStep
+from tests.support.distributed import run_distributed
+from tests.support.training import StopAtStep
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -107,7 +107,7 @@ def test_nccl_ddp_steps_with_amp_and_channels_last(amp, shared, tmp_path, nccl_g
 
 def _run(shared, tmp, name, stop_at=None, resume=None):
     opts = gpu_options(shared, tmp, name=name, amp="bf16", resume=resume, eval_interval=100)
-    trainer = build_trainer(opts, dist.init_distributed("cuda"), _StopAtStep)
+    trainer = build_trainer(opts, dist.init_distributed("cuda"), StopAtStep)
     trainer.stop_at = stop_at
     state = trainer.fit()
     trainer.setup.train_loader.close()

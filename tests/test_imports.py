@@ -21,7 +21,9 @@ PACKAGE = "detect"
 LAYERS = (
     ("runtime", "ops"),  # process plumbing; tensor helpers: nothing else of detect
     ("darknet", "data", "streams"),  # the model and its files; datasets to batches; frames of live sources
-    ("evaluation", "plots", "export"),  # NMS and COCO metrics; pictures; ONNX / Darknet export and runtime
+    ("inference",),  # model files to detections: the loader, the engines, the Predictor, decode + NMS
+    ("evaluation",),  # COCO and the other metrics, over the Predictor's detections
+    ("plots", "export"),  # pictures, of what evaluation computes among the rest; ONNX / Darknet files written
     ("engine",),  # training
     ("api", "train", "val", "predict", "bench"),  # entry points
 )
@@ -180,7 +182,7 @@ def test_layer_rule_finds_upward_sideways_and_unknown_imports():
     assert layer_violations(graph) == [
         "detect.darknet.model -> detect.data.spec: darknet and data share layer 2, which keeps them apart",
         "detect.engine.loss -> detect.misc.x: misc is in no layer",
-        "detect.runtime.log -> detect.engine.loss: runtime (layer 1) imports from above (4)"]
+        "detect.runtime.log -> detect.engine.loss: runtime (layer 1) imports from above (6)"]
 
 
 def test_detect_packages_import_only_lower_layers():

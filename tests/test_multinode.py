@@ -11,7 +11,7 @@ import torch
 from detect.data.loader import resolve_spec
 from detect.engine.options import parse_options
 from detect.runtime.liveness import Beacon, Mark, is_peer_failure
-from tests.nodes import (
+from tests.support.nodes import (
     c10d_rdzv,
     free_port,
     kill_node,
@@ -21,7 +21,7 @@ from tests.nodes import (
     stop_all,
     wait_for,
 )
-from tests.test_train_dist import tiny_options
+from tests.support.training import tiny_options
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="no torch.distributed")
 

@@ -13,7 +13,7 @@ import pytest
 from detect.data.cache import SplitLabels, cached_labels
 from detect.data.records import BadInputReport, ImageRecord
 from detect.runtime import dist
-from tests.distributed import run_distributed
+from tests.support.distributed import run_distributed
 
 pytestmark = pytest.mark.slow  # three spawned processes importing torch
 

@@ -12,7 +12,7 @@ import torch
 from detect.darknet.load import load_model
 from detect.engine.options import parse_options
 from detect.runtime import ddp
-from tests.test_train_dist import tiny_options
+from tests.support.training import tiny_options
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -176,7 +176,7 @@ def test_max_restarts_group_resumes_by_itself_after_kill_9(tmp_path):
 
 def test_weights_that_are_not_a_checkpoint_end_training_with_one_line_and_exit_2(tmp_path):
     from detect.train import main as train_main
-    from tests.log_lines import log_lines
+    from tests.support.log_lines import log_lines
 
     bad = tmp_path / "x.pt"
     bad.write_bytes(os.urandom(256))
@@ -195,7 +195,7 @@ def test_training_on_a_class_subset_and_as_one_class(tmp_path):
     classes, named in order; boxes of the other classes are counted as not chosen."""
     from detect.darknet.pt_files import load_checkpoint
     from detect.train import main as train_main
-    from tests.log_lines import log_lines
+    from tests.support.log_lines import log_lines
 
     opts = tiny_options(tmp_path, epochs=1)
     data = Path(opts.data)

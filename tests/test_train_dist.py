@@ -6,31 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from detect.engine.options import TrainOptions
 from detect.engine.setup import build_trainer
-from detect.engine.trainer import Trainer
 from detect.runtime import dist
 from detect.train import run
 from tests.conftest import ROOT
-from tests.distributed import run_distributed
+from tests.support.distributed import run_distributed
+from tests.support.training import StopAtStep, tiny_options
 
 pytestmark = pytest.mark.slow
-
-QUIET_HYP = ("lr0: 0.02\nwarmup_epochs: 0\nwarmup_min_steps: 1\nema_tau: 5\nbn_momentum: 0.1\n"
-             "hsv_h: 0\nhsv_s: 0\nhsv_v: 0\ntranslate: 0\nscale: 0\nfliplr: 0.5\nmosaic: 0\n")
-
-
-def tiny_options(tmp, **changes) -> TrainOptions:
-    data = tmp / "tiny.yaml"
-    data.write_text(f"format: synthetic\npath: {tmp / 'gen'}\nseed: 1\ntrain_images: 16\nval_images: 8\n"
-                    "image_sizes: [64]\nmin_side: 10\nmax_side: 28\nmax_objects: 3\n")
-    hyp = tmp / "hyp.yaml"
-    hyp.write_text(QUIET_HYP)
-    base = dict(data=str(data), hyp=str(hyp), img_size=64, batch_size=4, nbs=8, epochs=3, workers=0,
-                project=str(tmp / "runs"), name="t", exist_ok=True, device="cpu", cache_dir=str(tmp / "cache"))
-    base.update(changes)
-    return TrainOptions(**base)
-
 
 def _flat_params(model):
     """Numpy (tensors do not survive the trip back from a finished spawn process)."""
@@ -62,23 +45,11 @@ def test_two_ranks_stay_identical_and_loss_decreases(tmp_path):
     assert not sync0 and not sync1  # CPU: BatchNorm stays per process
 
 
-class _StopAtStep(Trainer):
-    """Behaves as if SIGTERM arrived at optimiser step `stop_at`."""
-
-    stop_at = None
-
-    def _optimizer_step(self):
-        lr = super()._optimizer_step()
-        if self.stop_at is not None and self.state.step == self.stop_at:
-            self.stop_signal = True
-        return lr
-
-
 def _run_once(tmp, name, stop_at=None, resume=None, cache=None):
     ctx = dist.init_distributed("cpu")
     # one loader worker: augmentation is seeded per sample, so resume is exact with workers too
     trainer = build_trainer(tiny_options(tmp, name=name, epochs=3, resume=resume, workers=1, cache=cache), ctx,
-                            _StopAtStep)
+                            StopAtStep)
     trainer.stop_at = stop_at
     state = trainer.fit()
     setup = trainer.setup
@@ -150,7 +121,7 @@ def test_a_fine_tune_from_a_pt_without_cfg_trains_the_pts_model(tmp_path, caplog
     """A run of a wider cfg, then a fine-tune from its best.pt with no --cfg: the new run builds the .pt's
     model (every tensor copied, none skipped) and says so, where it used to build the default cfg and load 31
     of 70 tensors; a --cfg that differs is honoured, with a warning."""
-    from tests.log_lines import log_lines
+    from tests.support.log_lines import log_lines
 
     caplog.set_level("INFO", logger="detect.engine.run_plan")
     wide = tmp_path / "wide.cfg"

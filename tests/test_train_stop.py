@@ -13,7 +13,7 @@ import torch
 from detect.engine.setup import build_trainer
 from detect.runtime import dist
 from tests.conftest import ROOT
-from tests.test_train_dist import _StopAtStep, tiny_options
+from tests.support.training import StopAtStep, tiny_options
 
 
 def _rows(path):
@@ -23,7 +23,7 @@ def _rows(path):
 
 def _fit(tmp, name, stop_at=None, resume=None):
     trainer = build_trainer(tiny_options(tmp, name=name, epochs=3, resume=resume, workers=0), dist.init_distributed(
-        "cpu"), _StopAtStep)
+        "cpu"), StopAtStep)
     trainer.stop_at = stop_at
     try:
         return trainer.fit()

@@ -2,83 +2,18 @@
 
 import json
 
-import cv2
 import numpy as np
 import pytest
 import torch
 
-from detect.darknet import Darknet, save_pt
 from detect.val import main, parse_args, run
-from tests.distributed import run_distributed
-from tests.log_lines import log_lines
-
-# A tiny detector: one stride-2 conv and a [yolo] head with 3 classes.
-TINY_CFG = """[net]
-width=64
-height=64
-channels=3
-
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=2
-pad=1
-activation=leaky
-
-[convolutional]
-size=1
-stride=1
-pad=1
-filters=24
-activation=linear
-
-[yolo]
-mask=0,1,2
-anchors=6,8, 12,10, 20,24
-classes=3
-num=3
-"""
-NAMES = ["red", "green", "blue"]
-
-
-def write_tiny_checkpoint(folder, names=NAMES):
-    """A .pt checkpoint (random but seeded weights, cfg text and names inside)."""
-    torch.manual_seed(0)
-    cfg = TINY_CFG.replace("classes=3", f"classes={len(names)}").replace("filters=24",
-                                                                          f"filters={3 * (5 + len(names))}")
-    model = Darknet(cfg)
-    path = folder / "tiny.pt"
-    save_pt(model, path, names=names)
-    return path
-
-
-def write_coco_dataset(folder, sizes=((48, 64), (64, 40), (64, 64)), drop_file=None, no_images=False):
-    """Generated images (coloured rectangles on grey) with a COCO json, and a spec; returns the spec path."""
-    rng = np.random.default_rng(0)
-    (folder / "images").mkdir(parents=True)
-    images, anns = [], []
-    for i, (h, w) in enumerate(sizes):
-        image = np.full((h, w, 3), 114, np.uint8)
-        name = f"img{i}.jpg"
-        for _ in range(2):
-            bw, bh = int(rng.integers(8, w // 2)), int(rng.integers(8, h // 2))
-            x, y = int(rng.integers(0, w - bw)), int(rng.integers(0, h - bh))
-            cls = int(rng.integers(0, 3))
-            image[y:y + bh, x:x + bw] = [(0, 0, 255), (0, 255, 0), (255, 0, 0)][cls]
-            anns.append({"id": len(anns) + 1, "image_id": 10 + i, "category_id": cls + 1, "bbox": [x, y, bw, bh],
-                         "area": bw * bh, "iscrowd": 0})
-        if name != drop_file:
-            cv2.imwrite(str(folder / "images" / name), image)
-        images.append({"id": 10 + i, "file_name": name, "width": w, "height": h})
-    if no_images:
-        images, anns = [], []
-    categories = [{"id": k + 1, "name": n} for k, n in enumerate(NAMES)]
-    (folder / "val.json").write_text(json.dumps({"images": images, "annotations": anns, "categories": categories}))
-    spec = folder / "data.yaml"
-    spec.write_text(f"path: {folder}\nformat: coco\ntrain: images\nval: images\n"
-                    f"train_annotations: val.json\nval_annotations: val.json\n")
-    return spec
+from tests.support.distributed import run_distributed
+from tests.support.log_lines import log_lines
+from tests.support.val_data import (
+    val_args,
+    write_coco_dataset,
+    write_tiny_checkpoint,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -86,15 +21,10 @@ def _label_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DETECT_CACHE", str(tmp_path / "cache"))
 
 
-def _val_args(spec, weights, tmp_path, *extra):
-    return ["--weights", str(weights), "--data", str(spec), "--img", "64", "--batch", "2", "--device", "cpu",
-            "--workers", "0", "--project", str(tmp_path / "runs"), *extra]
-
-
 def test_val_end_to_end_writes_metrics_and_results(tmp_path, capsys):
     spec = write_coco_dataset(tmp_path / "data")
     weights = write_tiny_checkpoint(tmp_path)
-    assert main(_val_args(spec, weights, tmp_path, "--save-json", "--name", "tiny")) == 0
+    assert main(val_args(spec, weights, tmp_path, "--save-json", "--name", "tiny")) == 0
     out = capsys.readouterr().out
     assert "Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ]" in out
     assert "speed per image" in out and "instances" in out
@@ -105,14 +35,14 @@ def test_val_end_to_end_writes_metrics_and_results(tmp_path, capsys):
     assert results and {r["image_id"] for r in results} <= {10, 11, 12}
     assert {r["category_id"] for r in results} <= {1, 2, 3}
     # a second run gets its own folder
-    assert main(_val_args(spec, weights, tmp_path, "--name", "tiny")) == 0
+    assert main(val_args(spec, weights, tmp_path, "--name", "tiny")) == 0
     assert (tmp_path / "runs" / "tiny2" / "metrics.json").is_file()
 
 
 def test_val_rejects_class_count_mismatch(tmp_path, capsys):
     spec = write_coco_dataset(tmp_path / "data")
     weights = write_tiny_checkpoint(tmp_path, names=["a", "b"])
-    assert main(_val_args(spec, weights, tmp_path)) == 2
+    assert main(val_args(spec, weights, tmp_path)) == 2
     err = capsys.readouterr().err
     assert "predicts 2 classes" in err and "has 3" in err and str(spec) in err
 
@@ -121,13 +51,13 @@ def test_val_leaves_out_an_unusable_image_and_strict_refuses(tmp_path, capsys):
     spec = write_coco_dataset(tmp_path / "data", drop_file="img1.jpg")
     weights = write_tiny_checkpoint(tmp_path)
     with log_lines("detect.val") as lines:
-        assert main(_val_args(spec, weights, tmp_path, "--name", "lenient")) == 0
+        assert main(val_args(spec, weights, tmp_path, "--name", "lenient")) == 0
     assert any("img1.jpg" in line and "left out of the metrics" in line for line in lines)
     assert "the figures cover 2 of 3 images" in capsys.readouterr().out
     metrics = json.loads((tmp_path / "runs" / "lenient" / "metrics.json").read_text())
     assert metrics["num_images"] == 2 and metrics["images_left_out"] == 1
     assert sum(c["instances"] for c in metrics["per_class"]) == 4  # img1's two boxes are not counted
-    assert main(_val_args(spec, weights, tmp_path, "--strict")) == 2
+    assert main(val_args(spec, weights, tmp_path, "--strict")) == 2
     err = capsys.readouterr().err
     assert "img1.jpg" in err and "missing" in err and "--strict" in err
 
@@ -137,7 +67,7 @@ def test_val_scores_only_the_boxes_the_report_kept(tmp_path, capsys):
     are not ground truth: the same metrics and instances as the json without them."""
     spec = write_coco_dataset(tmp_path / "data")
     weights = write_tiny_checkpoint(tmp_path)
-    assert main(_val_args(spec, weights, tmp_path, "--name", "clean")) == 0
+    assert main(val_args(spec, weights, tmp_path, "--name", "clean")) == 0
     data = json.loads((tmp_path / "data" / "val.json").read_text())
     data["annotations"] += [{"id": 100 + k, "image_id": image_id, "category_id": cat, "bbox": box, "area": 100.0,
                              "iscrowd": 0} for k, (image_id, cat, box) in enumerate([
@@ -146,7 +76,7 @@ def test_val_scores_only_the_boxes_the_report_kept(tmp_path, capsys):
     (tmp_path / "data" / "val.json").write_text(json.dumps(data))
     capsys.readouterr()
     with log_lines("detect.data.cache") as lines:
-        assert main(_val_args(spec, weights, tmp_path, "--name", "bad")) == 0
+        assert main(val_args(spec, weights, tmp_path, "--name", "bad")) == 0
     clean, bad = (json.loads((tmp_path / "runs" / name / "metrics.json").read_text()) for name in ("clean", "bad"))
     assert sum(c["instances"] for c in bad["per_class"]) == 6
     assert bad["per_class"] == clean["per_class"]
@@ -159,7 +89,7 @@ def test_val_scores_only_the_boxes_the_report_kept(tmp_path, capsys):
 def test_val_rejects_annotation_file_without_images(tmp_path, capsys):
     spec = write_coco_dataset(tmp_path / "data", no_images=True)
     weights = write_tiny_checkpoint(tmp_path)
-    assert main(_val_args(spec, weights, tmp_path)) == 2
+    assert main(val_args(spec, weights, tmp_path)) == 2
     err = capsys.readouterr().err
     assert "has no images" in err and "val.json" in err
 
@@ -168,7 +98,7 @@ def test_val_requires_cfg_for_darknet_weights(tmp_path, capsys):
     spec = write_coco_dataset(tmp_path / "data")
     weights = tmp_path / "x.weights"
     weights.write_bytes(b"\0" * 64)
-    assert main(_val_args(spec, weights, tmp_path)) == 2
+    assert main(val_args(spec, weights, tmp_path)) == 2
     assert "--cfg is required" in capsys.readouterr().err
 
 
@@ -242,7 +172,7 @@ def test_val_cache_dir_engine_and_image_cache(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("DETECT_CACHE")
     stats = {}
     for backend in ("pycocotools", "faster-coco-eval"):
-        args = _val_args(spec, weights, tmp_path, "--cache-dir", str(tmp_path / "mine"), "--cache", "disk",
+        args = val_args(spec, weights, tmp_path, "--cache-dir", str(tmp_path / "mine"), "--cache", "disk",
                          "--coco-backend", backend, "--name", backend)
         assert main(args) == 0
         assert f"COCOeval engine: {backend}" in capsys.readouterr().out
@@ -283,7 +213,7 @@ def test_voc_metric_agrees_with_cocos_ap50_on_coco_tiny_and_prints_darknets_summ
 def test_val_metric_voc_prints_darknet_lines_and_writes_them(tmp_path, capsys):
     spec = write_coco_dataset(tmp_path / "data")
     weights = write_tiny_checkpoint(tmp_path)
-    assert main(_val_args(spec, weights, tmp_path, "--metric", "voc07", "--conf", "0.0001", "--name", "v")) == 0
+    assert main(val_args(spec, weights, tmp_path, "--metric", "voc07", "--conf", "0.0001", "--name", "v")) == 0
     out = capsys.readouterr().out
     assert "VOC07 AP@0.5 (Darknet's detector map layout):" in out and "used 11 Recall-points" in out
     assert "class_id = 0, name = red, ap = " in out and " mean average precision (mAP@0.50) = " in out
@@ -300,7 +230,7 @@ def test_val_augment_runs_three_passes_per_image(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(tta.AugmentedModel, "forward", lambda self, x: passes.append(x.shape[0]) or original(self, x))
     spec = write_coco_dataset(tmp_path / "data")
     weights = write_tiny_checkpoint(tmp_path)
-    assert main(_val_args(spec, weights, tmp_path, "--augment", "--conf", "0.0001", "--name", "tta")) == 0
+    assert main(val_args(spec, weights, tmp_path, "--augment", "--conf", "0.0001", "--name", "tta")) == 0
     assert sum(passes) == 3  # every image went through the augmented model once (three passes inside)
     metrics = json.loads((tmp_path / "runs" / "tta" / "metrics.json").read_text())
     assert metrics["args"]["augment"] and len(metrics["stats"]) == 12
@@ -309,10 +239,10 @@ def test_val_augment_runs_three_passes_per_image(tmp_path, capsys, monkeypatch):
 def test_val_slice_runs_every_tile_and_without_tiles_equals_the_loaders_figures(tmp_path, capsys):
     spec = write_coco_dataset(tmp_path / "data")  # images of 64x48, 40x64 and 64x64
     weights = write_tiny_checkpoint(tmp_path)
-    loader = run(parse_args(_val_args(spec, weights, tmp_path, "--batch", "1", "--conf", "0.01")))
+    loader = run(parse_args(val_args(spec, weights, tmp_path, "--batch", "1", "--conf", "0.01")))
     with log_lines("detect.val") as lines:
-        whole = run(parse_args(_val_args(spec, weights, tmp_path, "--batch", "1", "--conf", "0.01", "--slice", "64")))
-        sliced = run(parse_args(_val_args(spec, weights, tmp_path, "--conf", "0.01", "--slice", "32")))
+        whole = run(parse_args(val_args(spec, weights, tmp_path, "--batch", "1", "--conf", "0.01", "--slice", "64")))
+        sliced = run(parse_args(val_args(spec, weights, tmp_path, "--conf", "0.01", "--slice", "32")))
     # 32 px tiles, overlap >= 0.2: 3 x 2 on 64x48, 2 x 3 on 40x64, 3 x 3 on 64x64
     assert lines == ["--slice 64 --overlap 0.2: 0 tiles over this rank's 3 images, each image also whole",
                      "--slice 32 --overlap 0.2: 21 tiles over this rank's 3 images, each image also whole"]
@@ -321,7 +251,7 @@ def test_val_slice_runs_every_tile_and_without_tiles_equals_the_loaders_figures(
     assert sliced.rows.shape != whole.rows.shape or not np.array_equal(sliced.rows, whole.rows)  # tiles' boxes
     metrics = json.loads((tmp_path / "runs" / "exp3" / "metrics.json").read_text())
     assert metrics["args"]["slice"] == 32 and metrics["args"]["overlap"] == 0.2
-    assert main(_val_args(spec, weights, tmp_path, "--slice", "32", "--augment")) == 0  # each tile augmented
+    assert main(val_args(spec, weights, tmp_path, "--slice", "32", "--augment")) == 0  # each tile augmented
 
 
 def test_val_split_test_single_cls_and_a_class_subset(tmp_path, capsys):
@@ -329,27 +259,27 @@ def test_val_split_test_single_cls_and_a_class_subset(tmp_path, capsys):
     spec = write_coco_dataset(tmp_path / "data")
     spec.write_text(spec.read_text() + "test: images\ntest_annotations: val.json\n")
     weights = write_tiny_checkpoint(tmp_path)
-    assert main(_val_args(spec, weights, tmp_path, "--name", "v")) == 0
-    assert main(_val_args(spec, weights, tmp_path, "--name", "t", "--split", "test")) == 0
+    assert main(val_args(spec, weights, tmp_path, "--name", "v")) == 0
+    assert main(val_args(spec, weights, tmp_path, "--name", "t", "--split", "test")) == 0
     val, test = (json.loads((tmp_path / "runs" / n / "metrics.json").read_text()) for n in ("v", "t"))
     assert test["stats"] == val["stats"] and test["num_images"] == 3
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
     one = write_tiny_checkpoint(tmp_path / "one", names=["thing"])
-    assert main(_val_args(spec, one, tmp_path, "--name", "s")) == 2
+    assert main(val_args(spec, one, tmp_path, "--name", "s")) == 2
     assert "--single-cls makes it one class" in capsys.readouterr().err
-    assert main(_val_args(spec, one, tmp_path, "--name", "s", "--single-cls")) == 0
+    assert main(val_args(spec, one, tmp_path, "--name", "s", "--single-cls")) == 0
     single = json.loads((tmp_path / "runs" / "s" / "metrics.json").read_text())
     assert [c["name"] for c in single["per_class"]] == ["object"] and single["per_class"][0]["instances"] == 6
     counts = {c["name"]: c["instances"] for c in val["per_class"]}
     subset = tmp_path / "data" / "subset.yaml"
     subset.write_text(spec.read_text() + "classes: [blue, red]\n")
     two = write_tiny_checkpoint(tmp_path / "two", names=["blue", "red"])
-    assert main(_val_args(subset, two, tmp_path, "--name", "c")) == 0
+    assert main(val_args(subset, two, tmp_path, "--name", "c")) == 0
     chosen = json.loads((tmp_path / "runs" / "c" / "metrics.json").read_text())
     assert chosen["per_class"] and sum(c["instances"] for c in chosen["per_class"]) < 6
     assert {c["name"]: c["instances"] for c in chosen["per_class"]} == \
         {n: counts[n] for n in ("blue", "red") if n in counts}
     no_test = write_coco_dataset(tmp_path / "plain")
-    assert main(_val_args(no_test, weights, tmp_path, "--split", "test")) == 2
+    assert main(val_args(no_test, weights, tmp_path, "--split", "test")) == 2
     assert "key 'test' is missing" in capsys.readouterr().err

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_val import _val_args, write_coco_dataset, write_tiny_checkpoint
+from tests.support.val_data import val_args, write_coco_dataset, write_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 120
@@ -59,7 +59,7 @@ def test_val_exits_after_an_error_with_loader_workers(tmp_path, entry):
     weights = write_tiny_checkpoint(tmp_path)
     script = tmp_path / "failing_val.py"
     script.write_text(SCRIPT)
-    argv = _val_args(spec, weights, tmp_path, "--batch", "1", "--backend", "torch")
+    argv = val_args(spec, weights, tmp_path, "--batch", "1", "--backend", "torch")
     argv[argv.index("--workers") + 1] = "2"
     env = {**os.environ, "DETECT_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
     done = _run_to_the_end([sys.executable, str(script), entry, *argv], env)

@@ -12,13 +12,13 @@ from detect.data.class_selection import SINGLE_CLASS_ID
 from detect.data.loader import build_eval_loader, open_split
 from detect.data.spec import load_data_spec
 from detect.evaluation.coco import coco_evaluate, rows_to_results, sort_rows
-from detect.evaluation.postprocess import scale_to_original
-from detect.export.loading import load_tool_model
+from detect.inference.loading import load_model_file
+from detect.inference.postprocess import scale_to_original
 from detect.ops.boxes import xywh_to_xyxy
 from detect.ops.preprocess import to_model_input
 from detect.val import main
-from tests.log_lines import log_lines
-from tests.test_val import _val_args, write_coco_dataset, write_tiny_checkpoint
+from tests.support.log_lines import log_lines
+from tests.support.val_data import val_args, write_coco_dataset, write_tiny_checkpoint
 
 FOUR = ["a", "b", "c", "d"]
 CONF, IOU, MAX_DET = 0.01, 0.6, 300
@@ -33,7 +33,7 @@ def _by_hand(spec, weights) -> list[dict]:
     """The detections a one-class model would give: score = objectness x best class probability, one plain NMS
     over all of an image's boxes, in the images' own pixels (the same model and letterbox as detect.val; the
     batch's boxes in one batched_nms call as detect.val makes it, so that equal scores are broken alike)."""
-    model = load_tool_model(weights, None, torch.device("cpu"), 64, False, "torch")[0]
+    model = load_model_file(weights, device=torch.device("cpu"), img_size=64, backend="torch").runner
     source = open_split(load_data_spec(spec).with_single_cls(), "val")
     loader = build_eval_loader(source, "val", 64, 2, 0, model.max_stride, 0, 1)
     results = []
@@ -56,11 +56,11 @@ def _by_hand(spec, weights) -> list[dict]:
 def test_single_cls_evaluates_a_four_class_model_class_agnostically(tmp_path, capsys):
     spec = write_coco_dataset(tmp_path / "data")  # 3 classes, 6 boxes in 3 images
     weights = write_tiny_checkpoint(tmp_path, names=FOUR)
-    assert main(_val_args(spec, weights, tmp_path, "--name", "no")) == 2
+    assert main(val_args(spec, weights, tmp_path, "--name", "no")) == 2
     err = capsys.readouterr().err
     assert "predicts 4 classes but" in err and "has 3" in err and "--single-cls to evaluate every class" in err
     with log_lines("detect.val") as lines:
-        assert main(_val_args(spec, weights, tmp_path, "--single-cls", "--name", "one", "--save-json", "--no-merge",
+        assert main(val_args(spec, weights, tmp_path, "--single-cls", "--name", "one", "--save-json", "--no-merge",
                               "--conf", str(CONF), "--backend", "torch", "--coco-backend", "pycocotools")) == 0
     assert "--single-cls: the model's 4 classes are evaluated as one (each box scored by its best class, NMS " \
            "across the classes)" in lines

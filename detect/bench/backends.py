@@ -3,7 +3,7 @@
 and OpenCV's Darknet importer in a child process (OpenCV 4.x from `--opencv-path`; 5.x dropped the importer).
 
 Every backend yields the model's [N, P, 5+K] rows, so each one's result is compared with the unfused model's.
-`predict_models` gives the models predict's own path (detect.api.detect_images) runs on real images."""
+`predict_models` gives the models predict's own path (detect.inference.predictor) runs on real images."""
 
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ def torch_backends(model: Darknet, x: torch.Tensor) -> list[Backend]:
 
 
 def ncnn_backend(model: Darknet, x: torch.Tensor, threads: int) -> Backend:
-    """The model as predict, val and the API run it on the CPU by default (detect.export.ncnn_model)."""
-    from detect.export.ncnn_model import load_ncnn_model, ncnn_version
+    """The model as predict, val and the API run it on the CPU by default (detect.inference.ncnn_model)."""
+    from detect.inference.ncnn_model import load_ncnn_model, ncnn_version
 
     compiled = load_ncnn_model(model, threads, x.shape[-1])
 
@@ -65,8 +65,8 @@ def ncnn_backend(model: Darknet, x: torch.Tensor, threads: int) -> Backend:
 
 
 def openvino_backend(model: Darknet, x: torch.Tensor, threads: int) -> Backend:
-    """The model as predict, val and the API run it on the CPU where ncnn cannot (detect.export.openvino_model)."""
-    from detect.export.openvino_model import load_openvino_model, openvino_version
+    """The model as predict, val and the API run it on the CPU where ncnn cannot (detect.inference.openvino_model)."""
+    from detect.inference.openvino_model import load_openvino_model, openvino_version
 
     compiled = load_openvino_model(model, x.shape[-1], threads, cache_root=None)
 
@@ -202,7 +202,7 @@ def opencv_worker_backends(opencv_path: str, model: Darknet, weights: Path, onnx
 
 def predict_models(model: Darknet, size: int, threads: int,
                    workdir: Path) -> tuple[dict[str, tuple], list[str]]:
-    """name -> (model for detect.api.detect_images, note), each as a tool would load it: `for_inference`
+    """name -> (Runner for the Predictor, note), each as a tool would load it: `for_inference`
     (predict's `--backend torch`), the same unpacked, the model as loaded, the ncnn and OpenVINO models
     (predict's CPU engines), and a --dynamic ONNX export on onnxruntime; the list holds a line for each that
     could not be made."""
@@ -213,13 +213,13 @@ def predict_models(model: Darknet, size: int, threads: int,
               "torch-unfused": (model, "nn.Conv2d + BatchNorm2d")}
     problems = []
     try:
-        from detect.export.ncnn_model import load_ncnn_model
+        from detect.inference.ncnn_model import load_ncnn_model
 
         models["ncnn"] = (load_ncnn_model(model, threads, size), "ncnn, float32 (predict's default on the CPU)")
     except Exception as error:  # noqa: BLE001 - a runtime that cannot load the model is reported, not fatal
         problems.append(f"ncnn: not run ({type(error).__name__}: {error})")
     try:
-        from detect.export.openvino_model import load_openvino_model
+        from detect.inference.openvino_model import load_openvino_model
 
         models["openvino"] = (load_openvino_model(model, size, threads, cache_root=None),
                               "OpenVINO, float32 (predict's engine where ncnn cannot run the model)")
@@ -228,8 +228,8 @@ def predict_models(model: Darknet, size: int, threads: int,
     try:
         import onnxruntime
 
-        from detect.export.metadata import OnnxMetadata
-        from detect.export.runtime import OnnxModel, session_runner
+        from detect.inference.onnx_metadata import OnnxMetadata
+        from detect.inference.onnx_runtime import OnnxModel, session_runner
 
         path = workdir / "dynamic.onnx"
         export_onnx(model, path, OnnxExportOptions(img_size=(size, size), dynamic=True))
@@ -246,8 +246,12 @@ def predict_models(model: Darknet, size: int, threads: int,
 def int8_backends(onnx_path: Path, data: str, x: np.ndarray, threads: int, workdir: Path) -> list[Backend]:
     """The int8 graph `detect.export --int8 --data DATA` writes (calibrated on DATA's training images) of the same
     float export, on OpenVINO (what the tools run it on) and on onnxruntime."""
-    from detect.export.openvino_model import compile_onnx
-    from detect.export.quantize import DEFAULT_CALIBRATION_IMAGES, calibration_images, quantize_int8
+    from detect.export.quantize import (
+        DEFAULT_CALIBRATION_IMAGES,
+        calibration_images,
+        quantize_int8,
+    )
+    from detect.inference.openvino_model import compile_onnx
 
     int8_path = workdir / "model-int8.onnx"
     quantize_int8(onnx_path, int8_path, calibration_images(data, DEFAULT_CALIBRATION_IMAGES), tuple(x.shape[2:]))

@@ -3,8 +3,8 @@
 predict and val use (CPU: fused + oneDNN-packed; CUDA: fused, bf16 autocast, channels_last). Then, on the CPU at
 batch 1, every inference backend side by side (PyTorch, onnxruntime, OpenCV DNN; `--opencv-path` adds an OpenCV
 4.x with its Darknet importer): medians, p10/p90, the ratio to OpenCV DNN and the largest difference from the
-unfused model's rows. With `--images DIR`, predict's own path on those real images (detect.api.detect_images
-at batch 1, each image on its rect canvas as predict's default, and on the square one of --square) per
+unfused model's rows. With `--images DIR`, predict's own path on those real images (the Predictor of
+detect.inference.predictor at batch 1, each image on its rect canvas as predict's default, and on the square one of --square) per
 backend, in ms per image. Modes and backends are interleaved round by round. Figures, not pass/fail."""
 
 from __future__ import annotations
@@ -22,11 +22,17 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from detect.api import InferenceSettings, canvas_shape, detect_images
 from detect.darknet import Darknet
 from detect.darknet.load import for_inference, load_model
 from detect.data.images import IMAGE_SUFFIXES, BadImage, read_image
+from detect.inference.predictor import (
+    InferenceSettings,
+    Predictor,
+    canvas_shape,
+    model_input,
+)
 from detect.runtime.commands import run_command
+from detect.runtime.precision import autocast
 
 from .backends import build_backends, darknet_comparable, predict_models
 from .timing import interleave, timed
@@ -53,7 +59,7 @@ def parse_args(argv):
     parser.add_argument("--int8-data", metavar="SPEC",
                         help="also time the int8 graph of detect.export --int8, calibrated on SPEC's train images")
     parser.add_argument("--images", help="a folder of real images: also time predict's own path on them "
-                        "(detect.api.detect_images, batch 1, rect canvases and --square) per CPU backend")
+                        "(detect.inference.predictor, batch 1, rect canvases and --square) per CPU backend")
     parser.add_argument("--image-count", type=int, default=16,
                         help="how many of --images (the first by name)")
     parser.add_argument("--image-rounds", type=int, default=3,
@@ -102,7 +108,7 @@ def latency_table(model: Darknet, device: torch.device, args) -> dict[str, list]
         runners = {}
         for name, (candidate, dtype) in modes.items():
             def forward(candidate=candidate, dtype=dtype, x=x):
-                with torch.inference_mode(), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                with torch.inference_mode(), autocast(device, dtype):
                     candidate(x.contiguous(memory_format=torch.channels_last) if dtype else x)
                 sync()
             runners[name] = timed(forward)
@@ -113,18 +119,15 @@ def latency_table(model: Darknet, device: torch.device, args) -> dict[str, list]
 
 
 def comparison_input(image: str | None, size: int) -> torch.Tensor:
-    """[1, 3, size, size] float in [0, 1], RGB: the image letterboxed onto a grey square, or seeded noise."""
+    """[1, 3, size, size] float in [0, 1], RGB: the image letterboxed onto a grey square as the tools' --square
+    does it (the Predictor's `model_input`), or seeded noise."""
     if image is None:
         return torch.rand(1, 3, size, size, generator=torch.Generator().manual_seed(0))
     bgr = cv2.imread(image)
     if bgr is None:
         raise FileNotFoundError(f"--image {image}: not an image OpenCV can read")
-    scale = size / max(bgr.shape[:2])
-    resized = cv2.resize(bgr, (round(bgr.shape[1] * scale), round(bgr.shape[0] * scale)))
-    canvas = np.full((size, size, 3), 114, np.uint8)
-    top, left = (size - resized.shape[0]) // 2, (size - resized.shape[1]) // 2
-    canvas[top:top + resized.shape[0], left:left + resized.shape[1]] = resized
-    return torch.from_numpy(np.ascontiguousarray(canvas[:, :, ::-1].transpose(2, 0, 1)))[None].float() / 255
+    canvas, _, _ = model_input(bgr, InferenceSettings(size, square=True), 1)
+    return torch.from_numpy(canvas)[None].float() / 255
 
 
 def darknet_weights_for(model: Darknet, weights: str | None, workdir: Path) -> Path:
@@ -186,9 +189,9 @@ def read_images(folder: str, count: int) -> list[np.ndarray]:
 
 
 def image_runner(model, images: list[np.ndarray], settings: InferenceSettings):
-    """A runner for `interleave`: detect.api.detect_images on the next image, in turn, round after round."""
-    turn = itertools.cycle(images)
-    return timed(lambda: detect_images(model, [next(turn)], settings, "cpu"))
+    """A runner for `interleave`: the Predictor on the next image, in turn, round after round."""
+    predictor, turn = Predictor(model, settings, "cpu"), itertools.cycle(images)
+    return timed(lambda: predictor([next(turn)]))
 
 
 def compare_on_images(model: Darknet, images: list[np.ndarray], args) -> None:
@@ -208,7 +211,7 @@ def compare_on_images(model: Darknet, images: list[np.ndarray], args) -> None:
         first = interleave(runners, len(images), warmup=0)
         timings = interleave(runners, len(images) * args.image_rounds, warmup=0)
     shapes = ", ".join(f"{h}x{w} ({n})" for (h, w), n in canvases.most_common())
-    print(f"\npredict's path on real images (detect.api.detect_images, batch 1, --img {args.img}, "
+    print(f"\npredict's path on real images (detect.inference.predictor, batch 1, --img {args.img}, "
           f"{args.threads} threads): {len(images)} images of {args.images}, rect canvases {shapes}; a first "
           f"pass, then timed passes: {args.image_rounds}, backends in turn on each image")
     base = timings["torch-packed rect"].median

@@ -26,7 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from detect.bench.scale_data import COCO_TRAIN_IMAGES, COCO_VAL_IMAGES, fake_detections, generate_dataset
+from detect.bench.scale_data import (
+    COCO_TRAIN_IMAGES,
+    COCO_VAL_IMAGES,
+    fake_detections,
+    generate_dataset,
+)
 from detect.bench.soak import process_tree_figures
 from detect.bench.val import _free_port as free_port
 

@@ -16,7 +16,11 @@ from pathlib import Path
 
 import torch
 
-from detect.darknet.pt_files import checkpoint_state_dict, is_torch_checkpoint, load_checkpoint
+from detect.darknet.pt_files import (
+    checkpoint_state_dict,
+    is_torch_checkpoint,
+    load_checkpoint,
+)
 
 from .model import Darknet
 from .packed import pack_model

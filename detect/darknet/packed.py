@@ -4,16 +4,16 @@ they compute in, with the activation applied inside the kernel, on channels_last
 Why: a plain `nn.Conv2d` on the CPU hands oneDNN an OIHW weight and an NCHW input, so every call reorders the
 weight (yolov3-tiny: 35 MB a forward pass) and the input and output into oneDNN's layout, then runs the activation
 as a separate pass over the output. Packing removes the weight reorder, NHWC removes the activation reorders, and
-the fused activation removes one read and one write of every feature map (figures in README, "CPU inference").
+the fused activation removes one read and one write of every feature map (docs/benchmarks.md, "The packed
+PyTorch path", has the figures).
 
 The layout oneDNN computes in depends on the input's shape (batch, height, width), not on the weight alone:
 on an AVX2 CPU, yolov3-tiny's convolutions take up to 3 layouts each over predict's rect canvases. A weight
 packed for one shape and run at another is reordered by the kernel on every call: at 320x448 after packing
 for 416x416, 5 of the 13 weights, two of them (into or out of a padded 24-row block) through oneDNN's
-reference reorder at 28 and 147 ms, six times the pass itself. So a `PackedConv` packs its weight once for
+reference reorder, several times the pass itself. So a `PackedConv` packs its weight once for
 each input shape it meets and keeps it (the last `SHAPES_PER_CONV` shapes); shapes whose packed weights come
-out byte for byte the same share one tensor, so memory grows with the layouts met (yolov3-tiny, every
-predict canvas at batches 1-16: 101 MB against 35 MB), not with the shapes.
+out byte for byte the same share one tensor, so memory grows with the layouts met, not with the shapes.
 """
 
 from __future__ import annotations

@@ -64,8 +64,8 @@ def view_max_pool(x: torch.Tensor, size: int, stride_y: int, stride_x: int,
                   pads: tuple[int, int, int, int]) -> torch.Tensor:
     """max_pool2d as running maxima of strided views, separably (a row pass, then a column pass), outside the
     map -inf: the same values as F.max_pool2d, in x's memory layout. On the CPU with NHWC activations each pass
-    runs along contiguous channels and computes no indices: yolov3-tiny's pass 4% faster under AVX2, the same
-    with AVX-512 (README, "CPU inference"). For inference only (no gradient)."""
+    runs along contiguous channels and computes no indices (docs/benchmarks.md, "The packed PyTorch path", has the
+    figures). For inference only (no gradient)."""
     if any(pads):
         x = F.pad(x, pads, value=float("-inf"))  # keeps NHWC activations NHWC
     out_h, out_w = (x.shape[2] - size) // stride_y + 1, (x.shape[3] - size) // stride_x + 1

@@ -11,7 +11,14 @@ from .activations import read_activation
 from .cfg import Section
 from .layers import ConvBlock
 from .merge import Route, Shortcut
-from .resample import LocalAvgPool, MaxPool, Reorg3d, ReorgOld, Upsample, pool_output_size
+from .resample import (
+    LocalAvgPool,
+    MaxPool,
+    Reorg3d,
+    ReorgOld,
+    Upsample,
+    pool_output_size,
+)
 
 
 @dataclass

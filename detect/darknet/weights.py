@@ -14,11 +14,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from detect.darknet.pt_files import checkpoint_state_dict, is_torch_checkpoint, load_checkpoint
+from detect.darknet.pt_files import (
+    checkpoint_state_dict,
+    is_torch_checkpoint,
+    load_checkpoint,
+)
 from detect.runtime.files import atomic_write
 
 from .layers import ConvBlock
-from .transfer import assumed_coco_names, cfg_head_layouts, describe_head, model_head_layouts, transfer_state
+from .transfer import (
+    assumed_coco_names,
+    cfg_head_layouts,
+    describe_head,
+    model_head_layouts,
+    transfer_state,
+)
 
 log = logging.getLogger(__name__)
 

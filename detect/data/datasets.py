@@ -27,7 +27,12 @@ from detect.data.augment import (
 from detect.data.augment_config import AugmentConfig
 from detect.data.device_augment import DeviceSample, collate_device
 from detect.data.images import load_image, load_image_for_size, resize_long_side
-from detect.data.sample_plan import GeometryPlan, SamplePlan, paint_sample, plan_geometry
+from detect.data.sample_plan import (
+    GeometryPlan,
+    SamplePlan,
+    paint_sample,
+    plan_geometry,
+)
 from detect.data.sources import DatasetSource
 
 log = logging.getLogger(__name__)

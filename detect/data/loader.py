@@ -76,7 +76,7 @@ def open_split(spec: DataSpec | DatasetSource | str | Path, split: str,
     return open_source(resolve_spec(spec, cache_dir), split, cache_dir)
 
 
-def _loader_kwargs(workers: int) -> dict:
+def loader_kwargs(workers: int) -> dict:
     if workers > 0:
         # Workers are forked from this process: an OpenCV thread pool inherited across fork aborts them at
         # exit ("terminate called without an active exception"); the workers are the parallelism anyway.
@@ -99,7 +99,7 @@ class TrainLoader:
         self.dataset = dataset
         self.keys = keys  # the key stream; it calls the DistributedSampler's set_epoch
         # not persistent: the stream itself keeps its workers, and close() must really stop them
-        kwargs = {**_loader_kwargs(workers), "persistent_workers": False}
+        kwargs = {**loader_kwargs(workers), "persistent_workers": False}
         collate = collate_train_device if dataset.on_device else collate_train
         self._loader = DataLoader(dataset, batch_sampler=keys, collate_fn=collate, **kwargs)
         self._stream: list = []  # [iterator] while one runs; a list so the exit hook can empty it
@@ -198,4 +198,4 @@ def build_eval_loader(spec, split: str, img_size: int, batch_size: int, workers:
         kind = "eval-" + hashlib.sha1(np.ascontiguousarray(shapes, dtype=np.int64).tobytes()).hexdigest()[:8]
         dataset.image_cache = attach_image_cache(source, dataset, img_size, kind, cache, cache_dir)
     return DataLoader(dataset, batch_sampler=ShardedBatchSampler(batches, rank, world_size),
-                      collate_fn=collate_eval, **_loader_kwargs(workers))
+                      collate_fn=collate_eval, **loader_kwargs(workers))

@@ -22,9 +22,19 @@ import numpy as np
 from detect.data import voc, yolo_labels
 from detect.data.cache import Fingerprint, SplitLabels, cache_file_for, cached_labels
 from detect.data.class_selection import select_classes
-from detect.data.coco_exports import class_categories, cocoeval_ids, report_unknown_categories, unique_images
+from detect.data.coco_exports import (
+    class_categories,
+    cocoeval_ids,
+    report_unknown_categories,
+    unique_images,
+)
 from detect.data.images import probe_images
-from detect.data.records import BadInputReport, ImageRecord, first_few, validate_boxes_kept
+from detect.data.records import (
+    BadInputReport,
+    ImageRecord,
+    first_few,
+    validate_boxes_kept,
+)
 from detect.data.spec import DataSpec, default_cache_dir
 
 log = logging.getLogger(__name__)

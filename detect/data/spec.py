@@ -37,7 +37,12 @@ from pathlib import Path
 import yaml
 
 from detect.data.class_selection import ClassSelection, parse_classes
-from detect.data.foreign_yaml import check_class_count, check_split_value, infer_format, split_path
+from detect.data.foreign_yaml import (
+    check_class_count,
+    check_split_value,
+    infer_format,
+    split_path,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ("coco", "yolo", "voc", "synthetic")

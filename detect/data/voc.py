@@ -26,7 +26,12 @@ import numpy as np
 
 from detect.data.cache import Fingerprint, SplitLabels
 from detect.data.images import is_image_file, probe_images
-from detect.data.records import BadInputReport, ImageRecord, image_ids_for, validate_boxes_kept
+from detect.data.records import (
+    BadInputReport,
+    ImageRecord,
+    image_ids_for,
+    validate_boxes_kept,
+)
 from detect.data.spec import DataSpec
 
 log = logging.getLogger(__name__)

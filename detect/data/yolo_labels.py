@@ -17,7 +17,13 @@ import numpy as np
 from detect.data.cache import Fingerprint, SplitLabels
 from detect.data.images import probe_images
 from detect.data.label_layouts import label_path
-from detect.data.records import BadInputReport, ImageRecord, first_few, image_ids_for, validate_boxes
+from detect.data.records import (
+    BadInputReport,
+    ImageRecord,
+    first_few,
+    image_ids_for,
+    validate_boxes,
+)
 
 
 def list_images(entry: Path) -> list[Path]:

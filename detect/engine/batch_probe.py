@@ -13,8 +13,13 @@ from collections.abc import Callable
 
 import torch
 
+from detect.darknet.load import uses_channels_last
+from detect.darknet.model import Darknet
+from detect.engine.config import Hyp
+from detect.engine.loss import YoloLoss
+from detect.engine.options import TrainOptions, training_size
 from detect.runtime import dist
-from detect.runtime.precision import autocast
+from detect.runtime.precision import amp_dtype, autocast
 
 log = logging.getLogger(__name__)
 
@@ -109,3 +114,19 @@ def auto_batch_size(model, loss, img_size: int, device: torch.device, amp_dtype,
     log.info("--batch-size auto: %d per process on %s at %d px (peak memory per batch tried: %s; at most %.0f%% "
              "of the device%s)", chosen, device, img_size, shown, 100 * HEADROOM, capped)
     return chosen
+
+
+def probe_batch_size(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_source, train_source) -> int:
+    """--batch-size auto: a throw-away copy of the model (weights do not change its memory) probed on the device."""
+    model = Darknet(cfg_source, num_classes=len(train_source.names)).to(ctx.device)
+    channels_last = uses_channels_last(ctx.device)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    try:
+        return auto_batch_size(model, YoloLoss.for_model(model, hyp.loss), training_size(model, opts), ctx.device,
+                               amp_dtype(opts.amp, ctx.device), channels_last,
+                               images_per_rank=-(-len(train_source.records) // ctx.world_size))
+    finally:
+        del model
+        if ctx.device.type == "cuda":
+            torch.cuda.empty_cache()

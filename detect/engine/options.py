@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--augment-on", default=d.augment_on, choices=AUGMENT_ON,
                    help="where training images are augmented: host = the loader workers (OpenCV); device = the "
                         "whole batch on the training device (the workers draw and send the source pixels; the same "
-                        "boxes, the pixels within rounding; README \"On GPUs\" has the figures)")
+                        "boxes, the pixels within rounding; docs/benchmarks.md \"One H200\" has the figures)")
     p.add_argument("--coco-backend", default=d.coco_backend, choices=("faster-coco-eval", "pycocotools"),
                    help="COCOeval engine of the evaluations (the same numbers; faster-coco-eval is C++)")
     p.add_argument("--metric", default=d.metric, choices=("coco", "voc07", "voc12"),
@@ -248,3 +248,8 @@ def parse_options(argv=None) -> TrainOptions:
     opts = with_absolute_paths(validate(TrainOptions(**vars(args), given=given_options(argv))))
     load_hyp(None if opts.hyp == HYP_FROM_CFG else opts.hyp)  # a bad hyp file fails here, before any process group
     return opts
+
+
+def training_size(model, opts: TrainOptions) -> int:
+    """--img-size, or the cfg's; a multiple of the model's largest stride."""
+    return check_img_size(opts.img_size or max(model.input_size), model.max_stride)

@@ -14,8 +14,9 @@ from pathlib import Path
 import torch
 import yaml
 
-from detect.darknet.load import check_img_size, load_model, uses_channels_last
+from detect.darknet.load import load_model, uses_channels_last
 from detect.darknet.surgery import freeze_layers, init_head_priors, set_bn_momentum
+from detect.engine.batch_probe import probe_batch_size
 from detect.engine.class_weights import resolve_class_weights
 from detect.engine.config import Hyp
 from detect.engine.ema import ModelEMA
@@ -27,7 +28,7 @@ from detect.engine.optim import (
     build_optimizer,
     scaled_parameter_names,
 )
-from detect.engine.options import TrainOptions
+from detect.engine.options import TrainOptions, training_size
 from detect.engine.run_plan import plan_new_run, prepare
 from detect.engine.trainer import Trainer
 from detect.engine.trainer_state import TrainSetup
@@ -112,30 +113,6 @@ def check_anchor_fit(model, shapes, hyp: Hyp) -> None:
     warning = poor_fit_warning(fit)
     if warning:
         log.warning("%s", warning)
-
-
-def probe_batch_size(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_source, train_source) -> int:
-    """--batch-size auto: a throw-away copy of the model (weights do not change its memory) probed on the device."""
-    from detect.darknet.model import Darknet
-    from detect.engine.batch_probe import auto_batch_size
-
-    model = Darknet(cfg_source, num_classes=len(train_source.names)).to(ctx.device)
-    channels_last = uses_channels_last(ctx.device)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    try:
-        per_rank = -(-len(train_source.records) // ctx.world_size)
-        return auto_batch_size(model, YoloLoss.for_model(model, hyp.loss), training_size(model, opts), ctx.device,
-                               amp_dtype(opts.amp, ctx.device), channels_last, images_per_rank=per_rank)
-    finally:
-        del model
-        if ctx.device.type == "cuda":
-            torch.cuda.empty_cache()
-
-
-def training_size(model, opts: TrainOptions) -> int:
-    """--img-size, or the cfg's; a multiple of the model's largest stride."""
-    return check_img_size(opts.img_size or max(model.input_size), model.max_stride)
 
 
 def prepare_model(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_source, weights: str | None,

@@ -15,7 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from detect.evaluation.cocoeval_engines import check_ground_truth_ids, cocoeval_class, quiet
+from detect.evaluation.cocoeval_engines import (
+    check_ground_truth_ids,
+    cocoeval_class,
+    quiet,
+)
 
 log = logging.getLogger(__name__)
 

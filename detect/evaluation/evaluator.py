@@ -3,12 +3,13 @@
 
 The evaluation loader forms its batches over the whole split and deals whole batches to ranks, so an image is
 computed in the same batch (same shape, same neighbours) whatever the world size: the metrics are identical
-for 1, 2 or 3 processes. Ranks report which images they evaluated; an image seen twice is an error.
+for 1, 2 or 3 processes. Ranks report which images they evaluated; an image seen twice is an error. The model
+runs through the Predictor every front end uses (detect.inference.predictor), and its rows become detections by
+the same NMS (detect.inference.postprocess).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -25,11 +26,16 @@ from detect.evaluation.coco import (
     rows_to_results,
     sort_rows,
 )
-from detect.evaluation.cocoeval_engines import DEFAULT_BACKEND, check_backend, summary_stats
-from detect.evaluation.postprocess import non_max_suppression, scale_to_original
+from detect.evaluation.cocoeval_engines import (
+    DEFAULT_BACKEND,
+    check_backend,
+    summary_stats,
+)
+from detect.evaluation.per_image import truths_from_coco
 from detect.evaluation.sharded import sharded_cocoeval
-from detect.evaluation.voc_metrics import VocResult, check_metric, truths_from_coco, voc_evaluate
-from detect.ops.preprocess import to_model_input
+from detect.evaluation.voc_metrics import VocResult, check_metric, voc_evaluate
+from detect.inference.postprocess import image_detections
+from detect.inference.predictor import InferenceSettings, Predictor
 from detect.runtime import dist
 
 log = logging.getLogger(__name__)
@@ -67,12 +73,6 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _autocast(device: torch.device, amp_dtype: torch.dtype | None):
-    if amp_dtype is not None and device.type == "cuda":
-        return torch.autocast("cuda", dtype=amp_dtype)
-    return contextlib.nullcontext()
-
-
 class CocoEvaluator:
     """COCO metrics over one split, computed across ranks: `reset()`, `process(pred, metas)` per batch, then
     `compute()` (collective: gathers every rank's detections, rank 0 runs COCOeval, every rank gets the result).
@@ -99,14 +99,12 @@ class CocoEvaluator:
     def process(self, pred: torch.Tensor, metas) -> None:
         """NMS of one batch's [N, P, 5+K] predictions; rows in original image pixels."""
         tick = time.perf_counter()
-        detections = non_max_suppression(pred, self.conf_thres, self.iou_thres, self.max_det, self.multi_label,
-                                         merge=self.merge)
-        for det, meta in zip(detections, metas):
-            image_id = int(_meta(meta, "image_id"))
-            boxes = scale_to_original(det, _meta(meta, "ratio"), _meta(meta, "pad"), _meta(meta, "orig_size"))
-            self._rows.append(detections_to_rows(torch.cat((boxes, det[:, 4:6]), dim=1), image_id,
-                                                 self.source.category_ids))
-            self._image_ids.append(image_id)
+        placements = [(_meta(m, "ratio"), _meta(m, "pad"), _meta(m, "orig_size")) for m in metas]
+        detections = image_detections(pred, placements, self.conf_thres, self.iou_thres, self.max_det,
+                                      self.multi_label, self.merge)
+        for rows, meta in zip(detections, metas):
+            self.add_rows(detections_to_rows(rows, _meta(meta, "image_id"), self.source.category_ids),
+                          _meta(meta, "image_id"))
         self.seconds["nms"] += time.perf_counter() - tick
 
     def add_rows(self, rows: np.ndarray, image_id: int) -> None:
@@ -167,31 +165,57 @@ def _check_images(shards: list, source) -> list[int]:
 
 def evaluate(model: torch.nn.Module, loader, evaluator: CocoEvaluator, device, amp_dtype: torch.dtype | None = None,
              channels_last: bool = False) -> EvalResult:
-    """COCO metrics of `model` (the unwrapped / EMA module) over this rank's batches of `loader`, on every rank.
+    """COCO metrics of `model` (the unwrapped / EMA module, or any Runner) over this rank's batches of `loader`,
+    on every rank.
 
     Every rank must call this with its own loader (from build_eval_loader with its rank) over the split of
     `evaluator.source`: the same result is returned everywhere. `amp_dtype` (torch.float16 / torch.bfloat16)
     runs the model under autocast on CUDA (the model itself is not converted); `channels_last` feeds NHWC
     inputs to a model converted to that layout.
     """
-    device = torch.device(device)
-    evaluator.reset()
-    seconds = evaluator.seconds
+    settings = InferenceSettings(None, amp_dtype=amp_dtype)  # the loader makes the canvases, the evaluator NMS
+    predictor = Predictor(model, settings, device, channels_last)
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode():
-            tick = time.perf_counter()
-            for images, _targets, metas in loader:
-                images = to_model_input(images, device, channels_last)
-                tick = _lap(seconds, "preprocess", tick, device)  # includes loading the batch
-                with _autocast(device, amp_dtype):
-                    pred = model(images).float()  # boxes and scores in float32 whatever the autocast dtype
-                tick = _lap(seconds, "inference", tick, device)
-                evaluator.process(pred, metas)
-                tick = time.perf_counter()
+        return evaluate_batches(predictor, loader, evaluator)
     finally:
         model.train(was_training)
+
+
+def evaluate_batches(predictor: Predictor, loader, evaluator: CocoEvaluator) -> EvalResult:
+    """`evaluate` with the Predictor a front end built (its runner, device, precision, test-time augmentation):
+    each of this rank's letterboxed batches through its forward pass, the evaluator's NMS, then the metrics
+    (collective)."""
+    device = predictor.device
+    evaluator.reset()
+    seconds = evaluator.seconds
+    with torch.inference_mode():
+        tick = time.perf_counter()
+        for images, _targets, metas in loader:
+            x = predictor.to_input(images)
+            tick = _lap(seconds, "preprocess", tick, device)  # includes loading the batch
+            pred = predictor.run(x)
+            tick = _lap(seconds, "inference", tick, device)
+            evaluator.process(pred, metas)
+            tick = time.perf_counter()
+    return evaluator.compute()
+
+
+def evaluate_images(predictor: Predictor, steps, evaluator: CocoEvaluator) -> EvalResult:
+    """Metrics of `predictor` run on whole images as detect.predict runs them (sliced, or fitted into a
+    fixed-size input): `steps` yields this rank's lists of (image id, BGR image), each list one call of the
+    predictor. Collective, like `evaluate`."""
+    evaluator.reset()
+    seconds = evaluator.seconds
+    tick = time.perf_counter()
+    for step in steps:
+        tick = _lap(seconds, "preprocess", tick, predictor.device)  # reading the images
+        found = predictor([image for _, image in step])
+        tick = _lap(seconds, "inference", tick, predictor.device)  # letterbox, forward pass and NMS
+        for (image_id, _), rows in zip(step, found):
+            evaluator.add_rows(detections_to_rows(rows, image_id, evaluator.source.category_ids), image_id)
+        tick = time.perf_counter()
     return evaluator.compute()
 
 

@@ -5,9 +5,11 @@ Matching, per class, detections in descending score order (stable): each takes t
 class in its image with the highest IoU (continuous coordinates, as Darknet computes it); above 0.5 it is a
 true positive if that box is still free, else a false positive (a duplicate), and below 0.5 a false positive.
 A detection whose best box is `difficult` is neither (VOC devkit); difficult boxes are no positives to find.
-COCO crowd regions are treated the same way (ignored). AP: the area under the precision envelope at every
-recall the detections reach (all-point, VOC2010+, Darknet's default) or the mean of the envelope's maximum
-at recall 0, 0.1, ..., 1 (VOC2007). The mean is over the classes with at least one positive.
+COCO crowd regions are treated the same way (ignored, overlapped by IoU: Darknet has no crowd rule). AP: the
+area under the precision envelope at every recall the detections reach (all-point, VOC2010+, Darknet's
+default) or the mean of the envelope's maximum at recall 0, 0.1, ..., 1 (VOC2007). The mean is over the
+classes with at least one positive. The ground truth is `truths_from_coco(coco_gt, image_ids)`
+(detect.evaluation.per_image): its `classes` are the category ids.
 """
 
 from __future__ import annotations
@@ -17,16 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from detect.evaluation.per_image import ImageTruth
+from detect.ops.boxes_np import box_iou
+
 METRICS = ("coco", "voc07", "voc12")
 IOU_THRESHOLD = 0.5
 DARKNET_CONF = 0.25  # the threshold of Darknet's TP / FP / FN / precision / recall / F1 / average IoU lines
-
-
-@dataclass(frozen=True)
-class ImageTruth:
-    boxes: np.ndarray  # [n, 4] x1, y1, x2, y2
-    category_ids: np.ndarray  # [n]
-    ignore: np.ndarray  # [n] bool: difficult (or crowd)
 
 
 @dataclass
@@ -55,16 +53,6 @@ def check_metric(metric: str) -> str:
     return metric
 
 
-def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """[n, m] IoU of xyxy boxes (continuous coordinates)."""
-    lt = np.maximum(a[:, None, :2], b[None, :, :2])
-    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
-    inter = np.prod((rb - lt).clip(0), axis=2)
-    area_a = np.prod((a[:, 2:] - a[:, :2]).clip(0), axis=1)
-    area_b = np.prod((b[:, 2:] - b[:, :2]).clip(0), axis=1)
-    return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-12)
-
-
 def match_class(rows: np.ndarray, truths: dict[int, ImageTruth], category_id: int) -> tuple[np.ndarray, ...]:
     """Detections of one category (coco rows), matched in descending score order: (scores, tp, fp, iou) with
     tp/fp booleans (both False for a detection on a difficult box) and the IoU of each true positive."""
@@ -73,7 +61,7 @@ def match_class(rows: np.ndarray, truths: dict[int, ImageTruth], category_id: in
     taken: dict[int, np.ndarray] = {}
     for i, row in enumerate(rows):
         truth = truths.get(int(row[0]))
-        keep = truth.category_ids == category_id if truth is not None else None
+        keep = truth.classes == category_id if truth is not None else None
         if truth is None or not keep.any():
             fp[i] = True
             continue
@@ -120,7 +108,7 @@ def voc_evaluate(rows: np.ndarray, truths: dict[int, ImageTruth], names: Sequenc
     per_class, totals = [], np.zeros(3)
     iou_sum = 0.0
     for name, cid in zip(names, category_ids):
-        positives = sum(int(((t.category_ids == cid) & ~t.ignore).sum()) for t in truths.values())
+        positives = sum(int(((t.classes == cid) & ~t.ignore).sum()) for t in truths.values())
         scores, tp, fp, ious = match_class(rows[rows[:, 6] == cid], truths, int(cid))
         sure = scores >= DARKNET_CONF
         counts = int((tp & sure).sum()), int((fp & sure).sum())
@@ -130,19 +118,6 @@ def voc_evaluate(rows: np.ndarray, truths: dict[int, ImageTruth], names: Sequenc
     scored = [c.ap for c in per_class if c.positives]
     return VocResult(metric, float(np.mean(scored)) if scored else 0.0, per_class, int(totals[0]),
                      int(totals[1]), int(totals[2]), iou_sum / max(totals[0], 1))
-
-
-def truths_from_coco(coco_gt, image_ids: Sequence[int]) -> dict[int, ImageTruth]:
-    """Every evaluated image's ground truth from a COCO object (difficult and crowd boxes as ignored)."""
-    out = {}
-    for image_id in image_ids:
-        anns = coco_gt.imgToAnns.get(int(image_id), [])
-        boxes = np.array([[a["bbox"][0], a["bbox"][1], a["bbox"][0] + a["bbox"][2], a["bbox"][1] + a["bbox"][3]]
-                          for a in anns], dtype=np.float64).reshape(-1, 4)
-        out[int(image_id)] = ImageTruth(boxes, np.array([a["category_id"] for a in anns], dtype=np.int64),
-                                        np.array([bool(a.get("iscrowd")) or bool(a.get("difficult"))
-                                                  for a in anns], dtype=bool))
-    return out
 
 
 def format_darknet_summary(result: VocResult, class_indices: Sequence[int] | None = None) -> str:
@@ -155,12 +130,12 @@ def format_darknet_summary(result: VocResult, class_indices: Sequence[int] | Non
     precision = tp / max(tp + fp, 1)
     recall = tp / max(tp + fn, 1)
     f1 = 2 * precision * recall / max(precision + recall, 1e-12)
-    lines += [f"\n for conf_thresh = {DARKNET_CONF:.2f}, precision = {precision:.2f}, recall = {recall:.2f}, "
-              f"F1-score = {f1:.2f} ",
-              f" for conf_thresh = {DARKNET_CONF:.2f}, TP = {tp}, FP = {fp}, FN = {fn}, average IoU = "
-              f"{100 * result.average_iou:.2f} % ",
+    lines += [(f"\n for conf_thresh = {DARKNET_CONF:.2f}, precision = {precision:.2f}, recall = {recall:.2f}, "
+               f"F1-score = {f1:.2f} "),
+              (f" for conf_thresh = {DARKNET_CONF:.2f}, TP = {tp}, FP = {fp}, FN = {fn}, average IoU = "
+               f"{100 * result.average_iou:.2f} % "),
               f"\n IoU threshold = {100 * IOU_THRESHOLD:.0f} %, used "
               + ("11 Recall-points" if result.metric == "voc07" else "Area-Under-Curve for each unique Recall"),
-              f" mean average precision (mAP@{IOU_THRESHOLD:.2f}) = {result.map50:.6f}, or "
-              f"{100 * result.map50:.2f} % "]
+              (f" mean average precision (mAP@{IOU_THRESHOLD:.2f}) = {result.map50:.6f}, or "
+               f"{100 * result.map50:.2f} % ")]
     return "\n".join(lines)

@@ -1,5 +1,6 @@
-"""Export: ONNX graphs (checked with onnxruntime) and Darknet `.cfg` + `.weights`; ONNX models as stand-ins for
-the PyTorch model in detect.val and detect.predict. onnx and onnxruntime are imported only when used."""
+"""Export: ONNX graphs (checked with onnxruntime; int8 quantization calibrated and checked in-process) and Darknet
+`.cfg` + `.weights`. The runners that load such files live in detect.inference. onnx and onnxruntime are
+imported only when used."""
 
 from detect.runtime.lazy import lazy_exports
 
@@ -7,8 +8,6 @@ _HOMES = {
     "OnnxExportOptions": "detect.export.onnx_export",
     "export_onnx": "detect.export.onnx_export",
     "export_darknet": "detect.export.darknet_export",
-    "OnnxModel": "detect.export.runtime",
-    "load_onnx_model": "detect.export.runtime",
     "main": "detect.export.cli",
 }
 __all__ = list(_HOMES)

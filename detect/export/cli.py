@@ -10,8 +10,8 @@
 
 `--half` writes an fp16 graph, meant for GPU runtimes (CPU runtimes run fp16 convolutions slowly, if at all).
 `--int8` quantizes the convolutions for CPU inference, calibrated on images of --data's training split
-(detect.export.quantize), then evaluates the float and the int8 graph on --data's val split with detect.val
-(detect.export.int8_check): an int8 graph that loses more than --max-map-drop mAP is refused.
+(detect.export.quantize), then evaluates the float and the int8 graph on --data's val split as detect.val does
+(detect.export.int8_check, in this process): an int8 graph that loses more than --max-map-drop mAP is refused.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from pathlib import Path
 from detect.darknet.load import check_img_size, load_model
 from detect.darknet.pt_files import trained_img_size
 from detect.data.spec import read_class_names
+from detect.inference.cli_flags import flag_name
+from detect.inference.predictor import check_ranges
 from detect.runtime.commands import DefaultsHelpFormatter, run_command
 from detect.runtime.dist import resolve_device
 from detect.runtime.log import setup_logging
@@ -63,7 +65,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help=f"--int8: the most mAP@0.5:0.95 the int8 graph may lose on --data's val split against the "
                         f"float one (default {DEFAULT_MAX_DROP:g})")
     p.add_argument("--no-int8-check", action="store_true",
-                   help="--int8: skip that evaluation (two detect.val runs on the val split)")
+                   help="--int8: skip that evaluation (the float and the int8 graph on the val split)")
     p.add_argument("--nms", action="store_true", help="NMS in the graph: outputs detections and their counts")
     p.add_argument("--conf", type=float, default=0.25, help="--nms: default confidence threshold (an input)")
     p.add_argument("--iou", type=float, default=0.45, help="--nms: default IoU threshold (an input)")
@@ -72,11 +74,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="--nms: every class above --conf gives a row (detect.val's way), not only the best")
     p.add_argument("--opset", type=int, default=18, help="ONNX opset")
     args = p.parse_args(argv)
-    if args.img is not None and (len(args.img) > 2 or min(args.img) < 1) or args.batch < 1 or args.max_det < 1:
-        p.error(f"--img takes 1 or 2 positive sizes, --batch and --max-det positive integers; got --img "
-                f"{args.img}, --batch {args.batch}, --max-det {args.max_det}")
-    if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
-        p.error(f"--conf must be in [0, 1) and --iou in [0, 1], got {args.conf} and {args.iou}")
+    if args.img is not None and (len(args.img) > 2 or min(args.img) < 1):
+        p.error(f"--img takes 1 or 2 positive sizes, got {' '.join(map(str, args.img))}")
+    try:
+        check_ranges(None, args.conf, args.iou, args.max_det, args.batch, flag_name)
+    except ValueError as e:
+        p.error(str(e))
     if args.int8 and (args.format != "onnx" or args.half or args.nms or not args.data):
         p.error("--int8 writes an ONNX graph without --half or --nms and needs --data (its training images "
                 "calibrate the int8 scales)")
@@ -149,18 +152,15 @@ def run(args) -> Path:
     from .quantize import DEFAULT_CALIBRATION_IMAGES, calibration_images, quantize_int8
 
     images = calibration_images(args.data, args.calibration_images or DEFAULT_CALIBRATION_IMAGES)
-    float_path = path.with_name(path.stem + "-float.tmp.onnx")  # .onnx: detect.val reads it as one
+    float_path = path.with_name(path.stem + "-float.tmp.onnx")  # .onnx: the loader reads it as one
     try:
         export_onnx(model, float_path, options, names)
         quantize_int8(float_path, path, images, img_size)
         print(f"ONNX model written: {path} (int8, calibrated on {len(images)} images of {args.data})")
         if not args.no_int8_check:
-            if img_size[0] != img_size[1] or args.dynamic:
-                log.warning("the int8 check evaluates square fixed-size graphs only; run detect.val on %s", path)
-            else:
-                max_drop = DEFAULT_MAX_DROP if args.max_map_drop is None else args.max_map_drop
-                check = check_int8(float_path, path, args.data, img_size[0], max_drop)
-                print(f"{check.line(args.data)}: within {max_drop:g}")
+            max_drop = DEFAULT_MAX_DROP if args.max_map_drop is None else args.max_map_drop
+            check = check_int8(float_path, path, args.data, max(img_size), max_drop)
+            print(f"{check.line(args.data)}: within {max_drop:g}")
     finally:
         float_path.unlink(missing_ok=True)
     return path

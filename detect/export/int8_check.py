@@ -1,17 +1,21 @@
-"""The mAP check of an int8 export: the float and the int8 graph of one model, each evaluated by `detect.val` (in
-a child process: the export package does not import the evaluation) on the val split of the spec that
-calibrated it, on the engine the tools run it on. An int8 graph that loses more than `max_drop` mAP@0.5:0.95 is
-refused (`Int8CheckFailed`, the file kept for a look)."""
+"""The mAP check of an int8 export: the float and the int8 graph of one model, each evaluated in this process as
+`detect.val` evaluates it (its loader, its engine, its defaults: detect.evaluation.model_eval) on the val split of
+the spec that calibrated it, on the CPU. An int8 graph that loses more than `max_drop` mAP@0.5:0.95 is refused
+(`Int8CheckFailed`, the file kept for a look)."""
 
 from __future__ import annotations
 
-import json
 import logging
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+import torch
+
+from detect.evaluation.evaluator import CocoEvaluator
+from detect.evaluation.model_eval import Feed, evaluate_model
+from detect.inference.cli_flags import default_workers
+from detect.inference.loading import load_model_file
+from detect.inference.predictor import InferenceSettings, Predictor
 
 log = logging.getLogger(__name__)
 
@@ -34,29 +38,37 @@ class Int8Check:
         return self.float_map - self.int8_map
 
     def line(self, data: str) -> str:
-        return (f"int8 check on {data}'s val split (detect.val, square at the export's size): mAP@0.5:0.95 "
+        return (f"int8 check on {data}'s val split (detect.val's evaluation at the export's size): mAP@0.5:0.95 "
                 f"{self.float_map:.4f} float -> {self.int8_map:.4f} int8 ({-self.drop:+.4f}), mAP@0.5 "
                 f"{self.float_map50:.4f} -> {self.int8_map50:.4f}")
 
 
-def _val_metrics(weights: Path, data: str, img_size: int, project: Path, name: str) -> tuple[float, float]:
-    command = [sys.executable, "-m", "detect.val", "--weights", str(weights), "--data", data, "--img",
-               str(img_size), "--device", "cpu", "--project", str(project), "--name", name]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    metrics_path = project / name / "metrics.json"
-    if done.returncode != 0 or not metrics_path.is_file():
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise Int8CheckFailed(f"the int8 check could not evaluate {weights.name} on {data} ({last}); run "
-                              f"detect.val on it yourself, or pass --no-int8-check")
-    metrics = json.loads(metrics_path.read_text())
-    return float(metrics["map"]), float(metrics["map50"])
+def _val_metrics(weights: Path, data: str, img_size: int) -> tuple[float, float]:
+    """(mAP@0.5:0.95, mAP@0.5) of `weights` on `data`'s val split with detect.val's defaults (multi-label,
+    merge-NMS, conf 0.001, IoU 0.6) at `img_size`; Int8CheckFailed naming what went wrong."""
+    from detect.data.loader import open_split
+
+    device = torch.device("cpu")
+    try:
+        handle = load_model_file(weights, device=device, img_size=img_size)
+        source = open_split(data, "val")
+        if source.num_classes != handle.num_classes:
+            raise ValueError(f"{weights.name} predicts {handle.num_classes} classes, {data} has {source.num_classes}")
+        evaluator = CocoEvaluator(source, keep_results=False)
+        settings = InferenceSettings.for_model(handle, conf=evaluator.conf_thres, iou=evaluator.iou_thres,
+                                               multi_label=True, merge=True)
+        result = evaluate_model(handle, Predictor(handle.runner, settings, device), source, evaluator,
+                                Feed(workers=default_workers()))
+    except (ValueError, OSError) as e:
+        raise Int8CheckFailed(f"the int8 check could not evaluate {weights.name} on {data} ({e}); run detect.val on "
+                              f"it yourself, or pass --no-int8-check") from None
+    return result.map, result.map50
 
 
 def check_int8(float_path: Path, int8_path: Path, data: str, img_size: int, max_drop: float) -> Int8Check:
     """Both graphs' val metrics; Int8CheckFailed when int8 loses more than `max_drop` mAP@0.5:0.95."""
-    with tempfile.TemporaryDirectory(prefix="int8-check-") as tmp:
-        float_map, float_map50 = _val_metrics(float_path, data, img_size, Path(tmp), "float")
-        int8_map, int8_map50 = _val_metrics(int8_path, data, img_size, Path(tmp), "int8")
+    float_map, float_map50 = _val_metrics(float_path, data, img_size)
+    int8_map, int8_map50 = _val_metrics(int8_path, data, img_size)
     check = Int8Check(float_map, float_map50, int8_map, int8_map50)
     if check.drop > max_drop:
         raise Int8CheckFailed(f"{check.line(data)}: int8 lost more than {max_drop:g}; {int8_path} is kept for a "

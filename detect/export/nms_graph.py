@@ -19,9 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from detect.inference.optional import require
 from detect.ops.boxes import xywh_to_xyxy
-
-from .optional import require
 
 BOXES, SCORES = "nms_boxes", "nms_scores"
 CONF_INPUT, IOU_INPUT = "conf_threshold", "iou_threshold"

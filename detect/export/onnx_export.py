@@ -19,11 +19,11 @@ from pathlib import Path
 import torch
 
 from detect.darknet.packed import PackedConv
+from detect.inference.onnx_metadata import OnnxMetadata
+from detect.inference.optional import require
 from detect.runtime.files import atomic_write_bytes
 
-from .metadata import OnnxMetadata
 from .nms_graph import BOXES, SCORES, NmsCandidates, append_nms
-from .optional import require
 
 log = logging.getLogger(__name__)
 

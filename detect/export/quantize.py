@@ -4,11 +4,11 @@ quantization of an exported float graph, calibrated on images of the user's own 
 What is quantized, and why: the convolutions only (QDQ pairs, weights int8 per output channel, activations uint8),
 with their scales from the 99.999th percentile of each activation over the calibration images. The first
 convolution (raw pixels) and the convolutions that write the heads' raw outputs (box offsets and logits) stay
-float: those are the places where a few int8 steps move boxes and scores most. On yolov3-tiny with coco-tiny
-(README, "CPU inference") this kept mAP@0.5:0.95 at 0.228 (float 0.228) and ran 1.56x faster than the float
-graph in onnxruntime; MinMax scales lost 0.004-0.006 mAP.
+float: those are the places where a few int8 steps move boxes and scores most; percentile scales kept the mAP
+where MinMax scales lost some (docs/benchmarks.md, "Export and int8", has the figures).
 
-Images are prepared as detect.val prepares them for a fixed-size graph: square letterbox, RGB, [0, 1].
+Images are prepared as every front end prepares them for a fixed-size graph (the Predictor's `model_input`:
+fitted into its input, RGB, [0, 1]).
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from detect.inference.onnx_metadata import OnnxMetadata
+from detect.inference.optional import require
 from detect.runtime.files import atomic_write_bytes
-
-from .metadata import OnnxMetadata
-from .optional import require
 
 log = logging.getLogger(__name__)
 
@@ -65,21 +64,19 @@ class _Calibration:
         self.used = 0
 
     def get_next(self):
-        import cv2
-
-        from detect.data.augment import letterbox
         from detect.data.images import BadImage, read_image
+        from detect.inference.predictor import InferenceSettings, model_input
 
+        settings = InferenceSettings(max(self.shape), fixed_shape=self.shape)
         for path in self.paths:
             try:
                 image = read_image(path)
             except BadImage as e:
                 log.warning("calibration: %s skipped (%s)", path, e.detail)
                 continue
-            canvas = letterbox(image, self.shape)[0]
+            canvas = model_input(image, settings, 1)[0]
             self.used += 1
-            rgb = cv2.cvtColor(canvas, cv2.COLOR_BGR2RGB)
-            return {self.input_name: np.ascontiguousarray(rgb.transpose(2, 0, 1)[None], dtype=np.float32) / 255}
+            return {self.input_name: canvas[None].astype(np.float32) / 255}
         return None
 
 

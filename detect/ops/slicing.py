@@ -90,7 +90,7 @@ def merge_tiles(whole: torch.Tensor, tile_rows: Sequence[torch.Tensor], tiles: S
         mapped = to_image_pixels(rows, tile)
         parts.append(mapped[~cut_by_tile_edge(mapped, tile, width, height, margin)])
     rows = torch.cat(parts)
-    # float64 as in detect.evaluation.postprocess: batched_nms offsets each class's boxes by a multiple of the
+    # float64 as in detect.inference.postprocess: batched_nms offsets each class's boxes by a multiple of the
     # largest coordinate, which float32 would round
     keep = batched_nms(rows[:, :4].double(), rows[:, 4].double(), rows[:, 5].long(), iou)[:max_det]
     return rows[keep]

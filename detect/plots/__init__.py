@@ -1,6 +1,7 @@
 """Pictures of a run: training curves, label statistics, PR / F1 curves, the confusion matrix and image
 mosaics. Pure functions of plain data and a path; files are written atomically. matplotlib is imported only
-when a figure is drawn (detect.plots.render)."""
+when a figure is drawn (detect.plots.render). The curves and counts are computed in detect.evaluation: this
+package only draws them."""
 
 from detect.runtime.lazy import lazy_exports
 
@@ -12,9 +13,6 @@ _HOMES = {
     "plot_pr_curves": "detect.plots.curves",
     "plot_f1_curves": "detect.plots.curves",
     "plot_confusion_matrix": "detect.plots.confusion",
-    "confusion_matrix": "detect.plots.matching",
-    "match_detections": "detect.plots.matching",
-    "pr_curves": "detect.plots.matching",
     "draw_mosaic": "detect.plots.mosaics",
     "batch_tiles": "detect.plots.mosaics",
     "write_eval_plots": "detect.plots.evaluation",

@@ -1,5 +1,5 @@
 """confusion_matrix.png: predicted class (rows) against true class (columns) with a background row
-(missed objects) and column (false alarms), each column normalised (detect.plots.matching)."""
+(missed objects) and column (false alarms), each column normalised (detect.evaluation.confusion)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from detect.plots.matching import normalise_columns
+from detect.evaluation.confusion import normalise_columns
 from detect.plots.render import new_figure, save_figure
 
 ANNOTATE_CLASSES = 30  # up to this many classes each cell shows its share

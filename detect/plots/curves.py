@@ -1,5 +1,5 @@
 """PR_curve.png and F1_curve.png: one line per class (with ground truth) and their mean, from
-`detect.plots.matching.Curves` (detections matched to the boxes at IoU 0.5)."""
+`detect.evaluation.pr_curves.Curves` (detections matched to the boxes at IoU 0.5)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from detect.plots.matching import Curves
+from detect.evaluation.pr_curves import Curves
 from detect.plots.render import new_figure, save_figure
 
 LEGEND_CLASSES = 20  # more classes than this: thin grey lines without a legend entry each

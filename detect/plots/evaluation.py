@@ -2,10 +2,9 @@
 ground truth (its pycocotools COCO) and records. PR_curve.png, F1_curve.png, confusion_matrix.png,
 val_batch0_labels.jpg and val_batch0_pred.jpg in a run folder.
 
-Matching here is this package's own (detect.plots.matching, IoU 0.5), not COCOeval's run: the curves need the
-scores, which COCOeval's accumulated arrays keep only on its recall grid. It follows COCOeval's rules (crowd
-regions overlapped by intersection over the detection's area, VOC difficult boxes ignored but matched by IoU),
-so the PR curve's AP is COCOeval's AP@0.5.
+The curves and the confusion matrix are detect.evaluation's (matching, pr_curves, confusion): its own matching
+at IoU 0.5, not COCOeval's run, because the curves need the scores, which COCOeval's accumulated arrays keep
+only on its recall grid. It follows COCOeval's rules, so the PR curve's AP is COCOeval's AP@0.5.
 """
 
 from __future__ import annotations
@@ -17,9 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
+from detect.evaluation.confusion import confusion_matrix
+from detect.evaluation.matching import match_detections
+from detect.evaluation.per_image import detections_by_image, truths_from_coco
+from detect.evaluation.pr_curves import pr_curves
 from detect.plots.confusion import plot_confusion_matrix
 from detect.plots.curves import plot_f1_curves, plot_pr_curves
-from detect.plots.matching import ImageTruth, confusion_matrix, match_detections, pr_curves
 from detect.plots.mosaics import MAX_IMAGES, Tile, draw_mosaic
 
 log = logging.getLogger(__name__)
@@ -29,33 +31,6 @@ log = logging.getLogger(__name__)
 class EvalPlotSettings:
     conf_thres: float = 0.25  # detections the confusion matrix and the prediction mosaic count
     iou_thres: float = 0.5
-
-
-def detections_by_image(results: Sequence[dict], category_ids: Sequence[int]) -> dict[int, np.ndarray]:
-    """COCO result dicts -> image id -> [n, 6] (x1, y1, x2, y2, score, class index)."""
-    index = {int(cid): k for k, cid in enumerate(category_ids)}
-    rows: dict[int, list] = {}
-    for r in results:
-        x, y, w, h = r["bbox"]
-        rows.setdefault(int(r["image_id"]), []).append((x, y, x + w, y + h, r["score"], index[int(r["category_id"])]))
-    return {image_id: np.asarray(v, dtype=np.float64) for image_id, v in rows.items()}
-
-
-def truths_by_image(coco_gt, image_ids: Sequence[int], category_ids: Sequence[int]) -> dict[int, ImageTruth]:
-    """image id -> its boxes from a pycocotools COCO; crowd (and difficult) boxes flagged `ignore`, crowd
-    regions `crowd`."""
-    index = {int(cid): k for k, cid in enumerate(category_ids)}
-    truths = {}
-    for image_id in image_ids:
-        anns = [a for a in coco_gt.imgToAnns.get(int(image_id), []) if int(a["category_id"]) in index]
-        boxes = np.array([a["bbox"] for a in anns], dtype=np.float64).reshape(-1, 4)
-        boxes[:, 2:] += boxes[:, :2]
-        crowd = np.array([bool(a.get("iscrowd", 0)) for a in anns], dtype=bool)
-        difficult = np.array([bool(a.get("difficult", 0)) for a in anns], dtype=bool)
-        # a difficult box is crowd-flagged to be ignored, but COCOeval here matches it by IoU (cocoeval_engines)
-        truths[int(image_id)] = ImageTruth(boxes, np.array([index[int(a["category_id"])] for a in anns], np.int64),
-                                           crowd | difficult, crowd & ~difficult)
-    return truths
 
 
 def _mosaic_tiles(records, detections: dict, conf_thres: float) -> tuple[list[Tile], list[Tile]]:
@@ -85,7 +60,7 @@ def write_eval_plots(run_dir: str | Path, results: Sequence[dict], source,
     names, category_ids = list(source.names), list(source.category_ids)
     image_ids = [int(r.image_id) for r in source.records]
     detections = detections_by_image(results, category_ids)
-    truths = truths_by_image(source.coco_ground_truth(), image_ids, category_ids)
+    truths = truths_from_coco(source.coco_ground_truth(), image_ids, category_ids)
     curves = pr_curves(*match_detections(detections, truths, len(names), settings.iou_thres))
     counts = confusion_matrix(detections, truths, len(names), settings.conf_thres, settings.iou_thres)
     written = [plot_pr_curves(curves, names, run_dir / "PR_curve.png"),

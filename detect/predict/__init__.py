@@ -1,10 +1,10 @@
 """`python -m detect.predict` (detect.predict.cli): detection on images, folders, globs, videos and live streams;
 `inputs` lists what a --source names, `outputs` writes what was found."""
 
-import detect.runtime.cpu_threads
+import detect.runtime.cpu_threads  # noqa: F401  (first: OMP_WAIT_POLICY before torch loads)
 
 # isort: split
-from detect.predict.cli import detect, main, parse_args, run
+from detect.predict.cli import main, parse_args, run
 from detect.predict.inputs import list_sources, output_names
 
-__all__ = ["detect", "list_sources", "main", "output_names", "parse_args", "run"]
+__all__ = ["list_sources", "main", "output_names", "parse_args", "run"]

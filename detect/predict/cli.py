@@ -23,31 +23,36 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from pathlib import Path
 
-import detect.runtime.cpu_threads  # first: sets OMP_WAIT_POLICY before torch loads (README "CPU inference")
+import detect.runtime.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads; docs/inference.md "CPU engines")
 
 # isort: split
 import cv2
 import numpy as np
-import torch
 
-from detect.api import InferenceSettings, add_backend_flag, add_slice_flags, detect_images
 from detect.data.images import BadImage, read_image
 from detect.data.spec import read_class_names
-from detect.export.loading import default_names, is_onnx_path, load_tool_model
+from detect.inference.cli_flags import (
+    add_inference_flags,
+    add_model_flags,
+    add_run_folder_flags,
+    add_workers_flag,
+    check_inference_args,
+)
+from detect.inference.loading import class_names, load_model_file
+from detect.inference.predictor import InferenceSettings, Predictor
 from detect.predict.inputs import Input, UnreadableSource, list_sources
 from detect.predict.outputs import draw, open_writer, save_results, summary, write_image
 from detect.runtime import dist
 from detect.runtime.commands import run_command
 from detect.runtime.interrupts import deferred_interrupt
 from detect.runtime.log import setup_logging
-from detect.runtime.precision import AMP_DTYPES, amp_dtype
+from detect.runtime.precision import amp_dtype
 from detect.runtime.runs import next_run_dir
 from detect.streams.reader import (
     DEFAULT_RETRIES,
@@ -65,8 +70,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m detect.predict", description=__doc__.split("\n")[0],
                                 epilog=__doc__.split("\n\n", 2)[2],  # what is written, and the output names
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--cfg", help="Darknet .cfg (optional for .pt checkpoints, which carry their cfg)")
-    p.add_argument("--weights", required=True, help=".weights, .pt checkpoint or .onnx (detect.export)")
+    add_model_flags(p)
     p.add_argument("--source", required=True,
                    help="an image, a folder, a glob pattern, a video file, a webcam index (0) or a stream URL as "
                         "OpenCV opens it (rtsp://, http(s):// video or MJPEG); a live stream is read on a thread "
@@ -83,58 +87,22 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "the 6th column ignored and counted)")
     p.add_argument("--names", help="class names: a .names file (one per line) or a data spec (.yaml); "
                    "default: the names a .pt carries, else COCO's for an 80-class model, else the class ids")
-    p.add_argument("--img-size", "--img", dest="img", type=int, default=None,
-                   help="input size (long side), as in detect.val; a multiple of the model's largest stride "
-                        "(default: the size a .pt was trained at, else the cfg's [net] size)")
-    p.add_argument("--square", action="store_true", help="square img x img letterbox instead of the image's own "
-                   "rect canvas (long side at --img-size, half a stride of border)")
-    p.add_argument("--augment", action="store_true",
-                   help="test-time augmentation, as detect.val --augment (three passes per image, one NMS)")
-    add_slice_flags(p)
+    add_inference_flags(p, conf=0.25, iou=0.45, batch=1,
+                        batch_help="images per forward pass (images of one canvas shape are batched; video: 1 frame)")
     p.add_argument("--retries", type=int, default=DEFAULT_RETRIES,
                    help=f"a live stream that stops is reopened this many times before it ends (default "
                         f"{DEFAULT_RETRIES}; a frame read resets the count)")
     p.add_argument("--retry-wait", type=float, default=DEFAULT_RETRY_WAIT_S, metavar="SECONDS",
                    help=f"seconds between reconnection tries (default {DEFAULT_RETRY_WAIT_S:g})")
-    p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=1,
-                   help="images per forward pass (images of one canvas shape are batched; video: 1 frame)")
-    p.add_argument("--conf", type=float, default=0.25, help="confidence threshold (objectness * class)")
-    p.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold")
-    p.add_argument("--max-det", type=int, default=300, help="detections per image at most")
-    p.add_argument("--amp", default="off", choices=tuple(AMP_DTYPES),
-                   help="autocast precision of the model's forward pass on CUDA (ignored on the CPU)")
-    p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    add_backend_flag(p)
-    p.add_argument("--workers", type=int, default=default_workers(),
-                   help="threads that read and decode image files ahead of the model, at most 2 per thread "
-                        "waiting (default: the CPU cores, at most 4; 0: each image is read when its turn "
-                        "comes, in the main thread); video frames are read in the main thread")
-    p.add_argument("--project", default="runs/predict", help="parent folder of the run folder")
-    p.add_argument("--name", default="exp", help="run folder name (a number is appended when it exists)")
+    add_workers_flag(p, "threads that read and decode image files ahead of the model, at most 2 per thread "
+                        "waiting (0: each image is read when its turn comes, in the main thread); video frames are "
+                        "read in the main thread")
+    add_run_folder_flags(p, "runs/predict")
     args = p.parse_args(argv)
-    if (args.img is not None and args.img < 1) or args.max_det < 1 or args.batch < 1:
-        p.error(f"--img-size, --batch-size and --max-det must be positive, got {args.img}, {args.batch} and "
-                f"{args.max_det}")
-    if args.workers < 0:
-        p.error(f"--workers must be 0 or more, got {args.workers}")
-    if not 0 <= args.conf < 1 or not 0 <= args.iou <= 1:
-        p.error(f"--conf must be in [0, 1) and --iou in [0, 1], got {args.conf} and {args.iou}")
+    check_inference_args(p, args)
     if args.retries < 0 or args.retry_wait < 0:
         p.error(f"--retries and --retry-wait must be 0 or more, got {args.retries} and {args.retry_wait}")
     return args
-
-
-def default_workers() -> int:
-    return min(4, os.cpu_count() or 1)
-
-
-def detect(model, image_bgr: np.ndarray, img_size: int, device, conf: float, iou: float,
-           max_det: int, square: bool = False) -> torch.Tensor:
-    """Rows (x1, y1, x2, y2, score, class) in the image's own pixels. The input is letterboxed as detect.val
-    does it (the image's rect canvas, or a square one), so both see an image the same way (detect.api)."""
-    settings = InferenceSettings(img_size, conf, iou, max_det, square)
-    return detect_images(model, [image_bgr], settings, device)[0]
 
 
 def decode_ahead(paths: list[Path], workers: int):
@@ -164,19 +132,15 @@ def _decode(path: Path):
 def run(args) -> Path:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
-    model, checkpoint_names, args.square, args.img = load_tool_model(args.weights, args.cfg, ctx.device, args.img,
-                                                                     args.square, args.backend)
-    names = read_class_names(args.names) if args.names else checkpoint_names
-    names = names or default_names(model.num_classes, args.weights)
-    if len(names) != model.num_classes:
-        raise ValueError(f"--names {args.names} lists {len(names)} classes but the model predicts "
-                         f"{model.num_classes}; give the names the weights were trained with")
-    if args.augment and is_onnx_path(args.weights) and getattr(model, "input_size", None) is not None:
-        raise ValueError(f"--augment runs the model at other sizes, but {args.weights} takes fixed-size inputs "
-                         f"only; export it with --dynamic")
-    settings = InferenceSettings(args.img, args.conf, args.iou, args.max_det, args.square, batch_size=args.batch,
-                                 amp_dtype=amp_dtype(args.amp, ctx.device), augment=args.augment,
-                                 slice_size=args.slice, slice_overlap=args.overlap)
+    handle = load_model_file(args.weights, args.cfg, device=ctx.device, img_size=args.img, square=args.square,
+                             backend=args.backend, augment=args.augment)
+    args.img, args.square = handle.img_size, handle.square
+    given = read_class_names(args.names) if args.names else None
+    names = class_names(handle, given, f"--names {args.names}" if args.names else "--names")
+    settings = InferenceSettings.for_model(handle, conf=args.conf, iou=args.iou, max_det=args.max_det,
+                                           batch_size=args.batch, amp_dtype=amp_dtype(args.amp, ctx.device),
+                                           augment=args.augment, slice_size=args.slice, slice_overlap=args.overlap)
+    predictor = Predictor(handle.runner, settings, ctx.device)
     # the source is opened (a stream) or listed (files) before the run folder exists: a typo leaves none behind
     stream = open_stream(args.source, retries=args.retries, retry_wait_s=args.retry_wait) \
         if is_stream(args.source) else None
@@ -186,11 +150,11 @@ def run(args) -> Path:
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
     try:
         if stream is not None:
-            if predict_frames(model, stream, source_stem(args.source), names, run_dir, settings, ctx.device,
-                              "stream", args.save_conf) == 0:
+            if predict_frames(predictor, stream, source_stem(args.source), names, run_dir, "stream",
+                              args.save_conf) == 0:
                 raise ValueError(f"--source {stream.name}: no frame could be read from the stream")
         else:
-            predict_files(model, inputs, names, run_dir, settings, ctx.device, args)
+            predict_files(predictor, inputs, names, run_dir, args)
     except KeyboardInterrupt:
         print(f"interrupted (Ctrl-C): what was written so far is in {run_dir}")
         raise
@@ -198,8 +162,7 @@ def run(args) -> Path:
     return run_dir
 
 
-def predict_files(model, inputs: list[Input], names, run_dir: Path, settings: InferenceSettings, device,
-                  args) -> None:
+def predict_files(predictor: Predictor, inputs: list[Input], names, run_dir: Path, args) -> None:
     """Images in batches of args.batch (decoded ahead on args.workers threads) and videos frame by frame; a file
     that cannot be read is skipped and counted, and a source none of whose files can be read is an error."""
     skipped, batch = 0, []
@@ -210,13 +173,13 @@ def predict_files(model, inputs: list[Input], names, run_dir: Path, settings: In
             if not item.is_video:
                 batch.append((item, label, next(decoded)[1]))
                 if len(batch) == args.batch or i == len(inputs):
-                    skipped += predict_images(model, batch, names, run_dir, settings, device, args.save_conf)
+                    skipped += predict_images(predictor, batch, names, run_dir, args.save_conf)
                     batch = []
                 continue
-            skipped += predict_images(model, batch, names, run_dir, settings, device, args.save_conf)
+            skipped += predict_images(predictor, batch, names, run_dir, args.save_conf)
             batch = []
             try:
-                predict_video(model, item, names, run_dir, settings, device, f"video {label}", args.save_conf)
+                predict_video(predictor, item, names, run_dir, f"video {label}", args.save_conf)
             except UnreadableSource as e:
                 log.warning("skipped %s", e)
                 skipped += 1
@@ -226,8 +189,8 @@ def predict_files(model, inputs: list[Input], names, run_dir: Path, settings: In
         print(f"{len(inputs) - skipped} of {len(inputs)} files processed; {skipped} skipped (could not be read)")
 
 
-def predict_images(model, images: list[tuple[Input, str, np.ndarray | BadImage]], names, run_dir: Path,
-                   settings: InferenceSettings, device, save_conf: bool = False) -> int:
+def predict_images(predictor: Predictor, images: list[tuple[Input, str, np.ndarray | BadImage]], names,
+                   run_dir: Path, save_conf: bool = False) -> int:
     """Detect in decoded image files (input, progress label, image or the BadImage its decoding raised) as one
     batch and save the results; returns how many were skipped because they cannot be decoded (each named in one
     warning)."""
@@ -238,7 +201,7 @@ def predict_images(model, images: list[tuple[Input, str, np.ndarray | BadImage]]
             log.warning("skipped %s", UnreadableSource(f"{item.path}: {image.detail}"))
         else:
             readable.append((item, label, image))
-    found = detect_images(model, [image for _, _, image in readable], settings, device) if readable else []
+    found = predictor([image for _, _, image in readable]) if readable else []
     elapsed = (time.perf_counter() - tick) * 1000 / max(len(readable), 1)
     for (item, label, image), det in zip(readable, found):
         with deferred_interrupt():  # Ctrl-C: an image's three outputs are written whole or not at all
@@ -248,19 +211,19 @@ def predict_images(model, images: list[tuple[Input, str, np.ndarray | BadImage]]
     return len(images) - len(readable)
 
 
-def predict_video(model, item: Input, names, run_dir: Path, settings: InferenceSettings, device,
-                  label: str, save_conf: bool = False) -> None:
+def predict_video(predictor: Predictor, item: Input, names, run_dir: Path, label: str,
+                  save_conf: bool = False) -> None:
     """Every frame of a video file (decoded ahead on a thread) into run_dir/<output>.mp4, txt and json."""
     try:
         reader = FrameReader(item.path, live=False)
     except ValueError as e:
         raise UnreadableSource(str(e)) from None
-    if predict_frames(model, reader, item.output, names, run_dir, settings, device, label, save_conf) == 0:
+    if predict_frames(predictor, reader, item.output, names, run_dir, label, save_conf) == 0:
         raise UnreadableSource(f"{item.path}: the video has no readable frame")
 
 
-def predict_frames(model, reader: FrameReader, output: str, names, run_dir: Path, settings: InferenceSettings,
-                   device, label: str, save_conf: bool = False) -> int:
+def predict_frames(predictor: Predictor, reader: FrameReader, output: str, names, run_dir: Path, label: str,
+                   save_conf: bool = False) -> int:
     """Annotate the frames `reader` gives into run_dir/<output>.mp4, with labels/<output>_<index>.txt and
     json/<output>_<index>.json per frame (index: the frame's number in the source); returns the frames written.
     The reader is closed and the video finished at the end, on an error and on Ctrl-C alike, and the counts
@@ -269,7 +232,7 @@ def predict_frames(model, reader: FrameReader, output: str, names, run_dir: Path
     try:
         for index, frame in reader:
             tick = time.perf_counter()
-            det = detect_images(model, [frame], settings, device)[0]
+            det = predictor([frame])[0]
             elapsed = (time.perf_counter() - tick) * 1000
             annotated = draw(frame, det, names)
             with deferred_interrupt():  # Ctrl-C: a frame's video frame, txt and json are written whole or not at all

@@ -12,8 +12,8 @@ from detect.bench import model as bench_model
 from detect.bench.backends import OpenCVWorker, darknet_rows
 from detect.bench.onnx_model import export_onnx_bytes
 from detect.bench.timing import interleave, percentile, summarize
-from tests.darknet.helpers import randomize_weights
-from tests.darknet.test_oracle import YOLO_CFG
+from tests.support.cfg_texts import YOLO_CFG
+from tests.support.darknet_helpers import randomize_weights
 
 
 def test_percentiles_and_summary():
@@ -127,3 +127,17 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
     assert bench_model.main(["--cfg", str(cfg), "--img", "64", "--batch-sizes", "1", "--device", "cpu",
                              "--cpu-iters", "1", "--rounds", "1", "--image", str(tmp_path / "none.jpg")]) == 2
     assert "--image" in capsys.readouterr().err
+
+
+def test_model_bench_prints_parameters_gflops_and_latency(tmp_path, capsys):
+    cfg = tmp_path / "small.cfg"
+    cfg.write_text(YOLO_CFG)
+    assert bench_model.main(["--cfg", str(cfg), "--img", "64", "--batch-sizes", "1", "2",
+                             "--device", "cpu", "--cpu-iters", "1", "--rounds", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "parameters 1,962" in out  # 8·27 + 2·8 (BN), 21·8 + 21, 16·72 + 2·16, 21·16 + 21
+    gflops = float(out.split("GFLOPs ")[1].split()[0])
+    # 2 FLOPs per multiply-add of the four convs on the 64x64 input (32x32 and 16x16 maps)
+    assert gflops == pytest.approx(2 * (32 * 32 * 8 * 27 + 32 * 32 * 21 * 8 + 16 * 16 * 16 * 72
+                                        + 16 * 16 * 21 * 16) / 1e9, rel=1e-3)
+    assert "cpu      unfused" in out and "cpu      fused" in out

@@ -8,7 +8,12 @@ import torch
 
 from detect.darknet.load import for_inference, load_model
 from detect.darknet.pt_files import save_pt
-from detect.darknet.surgery import backbone_length, freeze_layers, init_head_priors, set_bn_momentum
+from detect.darknet.surgery import (
+    backbone_length,
+    freeze_layers,
+    init_head_priors,
+    set_bn_momentum,
+)
 from tests.conftest import shared_path
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,16 +10,20 @@ import pytest
 import torch
 
 from detect import Darknet
-from detect.api import InferenceSettings, model_input
 from detect.darknet import packed as packing
 from detect.darknet.activations import Activation
 from detect.darknet.layers import ConvBlock
 from detect.darknet.load import for_inference
-from detect.darknet.packed import FUSED_ACTIVATIONS, PackedConv, pack_convolutions, packing_available
+from detect.darknet.packed import (
+    FUSED_ACTIVATIONS,
+    PackedConv,
+    pack_convolutions,
+    packing_available,
+)
+from detect.inference.predictor import InferenceSettings, model_input
 from tests.conftest import ROOT, shared_path
-
-from .helpers import letterbox, randomize_weights, relative_error
-from .test_oracle import YOLO_CFG
+from tests.support.cfg_texts import YOLO_CFG
+from tests.support.darknet_helpers import letterbox, randomize_weights, relative_error
 
 pytestmark = pytest.mark.skipif(not packing_available(), reason="this torch build has no oneDNN")
 
@@ -211,7 +215,7 @@ def test_view_max_pool_equals_max_pool2d_in_the_input_layout(size, stride_y, str
 
 def test_for_inference_on_the_cpu_pools_by_views_with_the_same_outputs():
     from detect.darknet.resample import MaxPool
-    from tests.darknet.test_oracle import GRAPH_CFG
+    from tests.support.cfg_texts import GRAPH_CFG
 
     torch.manual_seed(0)
     model = Darknet(GRAPH_CFG)

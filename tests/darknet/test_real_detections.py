@@ -9,8 +9,7 @@ import torch
 
 from detect import Darknet
 from tests.conftest import shared_path
-
-from .helpers import letterbox, randomize_weights, relative_error
+from tests.support.darknet_helpers import letterbox, randomize_weights, relative_error
 
 # (file, COCO category name) of val images whose annotation has one large, unambiguous object
 IMAGES = [("000000359937.jpg", "bus"), ("000000104455.jpg", "zebra")]

@@ -6,8 +6,7 @@ import torch
 
 from detect import Darknet
 from tests.conftest import ROOT, shared_path
-
-from .helpers import build_uninitialised, randomize_weights
+from tests.support.darknet_helpers import build_uninitialised, randomize_weights
 
 # reference §5: .weights floats per cfg (bytes = 20 + 4 * floats)
 EXPECTED_FLOATS = {

@@ -14,8 +14,11 @@ from detect.darknet.pt_files import save_pt
 from detect.darknet.surgery import class_prior_logit, init_head_priors
 from detect.darknet.transfer import model_head_layouts, transfer_state
 from tests.conftest import shared_path
-
-from .helpers import build_uninitialised, letterbox, randomize_weights
+from tests.support.darknet_helpers import (
+    build_uninitialised,
+    letterbox,
+    randomize_weights,
+)
 
 IMAGE = "000000404484.jpg"  # COCO val: a person and a dog
 TARGET = ["Person", "kangaroo", "dog"]  # COCO's person is class 0, dog class 16

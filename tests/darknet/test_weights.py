@@ -7,8 +7,7 @@ import torch
 from detect import Darknet
 from detect.darknet import load_weights, save_pt
 from tests.conftest import shared_path
-
-from .helpers import randomize_weights
+from tests.support.darknet_helpers import randomize_weights
 
 TINY_BYTES = 35_434_956
 SMALL_CFG = """[net]

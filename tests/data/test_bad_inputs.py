@@ -11,8 +11,8 @@ from detect.data.images import load_image
 from detect.data.loader import build_eval_loader, build_train_loader
 from detect.data.sources import open_source
 from detect.data.spec import spec_from_dict
-from tests.data.corpus import jpeg_bytes, write_corpus
-from tests.log_lines import log_lines
+from tests.support.corpus import jpeg_bytes, write_corpus
+from tests.support.log_lines import log_lines
 
 
 def yolo_spec(root, names=("a", "b", "c")):

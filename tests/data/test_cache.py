@@ -8,9 +8,9 @@ import pytest
 from detect.data import yolo_labels
 from detect.data.sources import open_source
 from detect.data.spec import spec_from_dict
-from tests.data.corpus import jpeg_bytes
-from tests.distributed import run_distributed
-from tests.log_lines import log_lines
+from tests.support.corpus import jpeg_bytes
+from tests.support.distributed import run_distributed
+from tests.support.log_lines import log_lines
 
 
 def make_yolo(root, n=4):

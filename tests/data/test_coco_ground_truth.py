@@ -14,11 +14,16 @@ from detect.bench.scale_data import fake_detections
 from detect.data.cache import CACHE_VERSION, issues_log_for
 from detect.data.sources import open_source
 from detect.data.spec import spec_from_dict
-from detect.evaluation.coco import coco_evaluate, detections_to_rows, ground_truth_counts, rows_to_results
+from detect.evaluation.coco import (
+    coco_evaluate,
+    detections_to_rows,
+    ground_truth_counts,
+    rows_to_results,
+)
 from detect.evaluation.evaluator import CocoEvaluator
 from tests.conftest import shared_path
-from tests.data.corpus import jpeg_bytes
-from tests.log_lines import log_lines
+from tests.support.corpus import jpeg_bytes
+from tests.support.log_lines import log_lines
 
 FIRST_IMAGES = 4  # of coco-tiny val by id: 5001 (18 boxes, one a crowd person), 10764, 20992, 25603
 

@@ -9,8 +9,8 @@ import yaml
 
 from detect.data.sources import open_source
 from detect.data.spec import load_data_spec
-from tests.data.test_label_layouts import STEMS, expected_boxes, write_images
-from tests.log_lines import log_lines
+from tests.support.log_lines import log_lines
+from tests.support.yolo_trees import STEMS, expected_boxes, write_images
 
 
 def write_yaml(path: Path, keys: dict) -> Path:

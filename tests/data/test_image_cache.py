@@ -13,8 +13,8 @@ from detect.data import image_cache
 from detect.data.augment_config import AugmentConfig
 from detect.data.loader import build_eval_loader, build_train_loader, open_split
 from tests.conftest import ROOT
-from tests.distributed import run_distributed
-from tests.log_lines import log_lines
+from tests.support.distributed import run_distributed
+from tests.support.log_lines import log_lines
 
 
 @pytest.fixture

@@ -104,7 +104,7 @@ def test_truncated_jpeg_is_used_as_opencv_decodes_it(tmp_path):
     with one warning; bytes after a complete JPEG's end are no truncation; a stub with no data left is corrupt."""
     from detect.data.images import BadImage, probe_image, probe_images
     from detect.data.records import BadInputReport
-    from tests.log_lines import log_lines
+    from tests.support.log_lines import log_lines
 
     full = write_jpeg(tmp_path / "full.jpg", marked(120, 160, (20, 30, 100, 90))).read_bytes()
     cut = tmp_path / "cut.jpg"

@@ -9,7 +9,12 @@ from detect.data.augment_config import AugmentConfig
 from detect.data.loader import build_train_loader
 from detect.data.record_table import RecordTable
 from detect.data.records import ImageRecord
-from detect.data.repeat_sampling import RepeatFactors, RepeatFactorSampler, occurrences, stochastic_round
+from detect.data.repeat_sampling import (
+    RepeatFactors,
+    RepeatFactorSampler,
+    occurrences,
+    stochastic_round,
+)
 
 
 def _records(class_lists):

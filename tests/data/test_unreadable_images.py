@@ -10,7 +10,7 @@ from detect.data.augment_config import AugmentConfig
 from detect.data.datasets import MAX_UNREADABLE_IN_A_ROW, EvalDataset, TrainDataset
 from detect.data.loader import build_eval_loader, build_train_loader, open_split
 from detect.data.spec import spec_from_dict
-from tests.log_lines import log_lines
+from tests.support.log_lines import log_lines
 
 
 @pytest.fixture

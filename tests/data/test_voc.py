@@ -14,7 +14,7 @@ from detect.data.sources import open_source
 from detect.data.spec import load_data_spec, spec_from_dict
 from detect.evaluation.coco import coco_evaluate
 from tests.conftest import ROOT, shared_path
-from tests.log_lines import log_lines
+from tests.support.log_lines import log_lines
 
 
 def write_image(path, width=64, height=48, seed=0):

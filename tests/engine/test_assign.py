@@ -1,6 +1,12 @@
 import torch
 
-from detect.engine.assign import HeadSpec, best_anchor_per_target, build_targets, neighbour_reach, shape_iou
+from detect.engine.assign import (
+    HeadSpec,
+    best_anchor_per_target,
+    build_targets,
+    neighbour_reach,
+    shape_iou,
+)
 
 
 def _heads(scale=1.0, new_coords=False):

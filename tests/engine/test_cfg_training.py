@@ -2,7 +2,11 @@
 
 import pytest
 
-from detect.engine.cfg_training import cfg_training_keys, describe_ignored, map_cfg_training
+from detect.engine.cfg_training import (
+    cfg_training_keys,
+    describe_ignored,
+    map_cfg_training,
+)
 from detect.engine.config import Hyp
 from tests.conftest import shared_path
 
@@ -95,8 +99,7 @@ def test_yolov4_cfg_as_darknet_trains_it():
 def test_train_with_hyp_cfg_trains_with_the_cfgs_keys_and_logs_them(tmp_path, monkeypatch, capsys):
     import yaml
 
-    from tests.engine.test_resume import TINY_DATA
-    from tests.engine.test_resume import _train as train_tiny
+    from tests.support.training import TINY_DATA, train_tiny
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "tiny.yaml").write_text(TINY_DATA.replace("path: gen", f"path: {tmp_path / 'gen'}"))

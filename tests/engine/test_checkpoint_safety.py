@@ -14,14 +14,9 @@ from detect.engine.checkpoint import previous_path, save_checkpoint
 from detect.engine.monitor import ResultsCsv
 from detect.engine.resume import load_resumable
 from tests.conftest import ROOT
-from tests.log_lines import log_lines
-from tests.test_train_dist import tiny_options
-
-
-def _state(epoch: int, size: int = 1000) -> dict:
-    """A resumable checkpoint's keys (the values are what the tests check)."""
-    return {"model": {"w": torch.full((size,), float(epoch))}, "optimizer": {}, "epoch": epoch, "step": 2 * epoch,
-            "cfg_text": "[net]\n", "opts": {}, "batch_in_epoch": 0}
+from tests.support.checkpoints import fake_checkpoint
+from tests.support.log_lines import log_lines
+from tests.support.training import tiny_options
 
 
 def _epoch(path) -> int:
@@ -31,7 +26,7 @@ def _epoch(path) -> int:
 def test_each_save_keeps_the_previous_one(tmp_path):
     last = tmp_path / "last.pt"
     for epoch in (1, 2, 3):
-        assert save_checkpoint(_state(epoch), last)
+        assert save_checkpoint(fake_checkpoint(epoch), last)
     assert previous_path(last).name == "last.prev.pt"
     assert (_epoch(last), _epoch(previous_path(last))) == (3, 2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.prev.pt", "last.pt"]  # no temp file left
@@ -39,11 +34,11 @@ def test_each_save_keeps_the_previous_one(tmp_path):
 
 def test_a_checkpoint_that_reads_back_wrong_replaces_nothing(tmp_path, monkeypatch):
     last = tmp_path / "last.pt"
-    save_checkpoint(_state(1), last)
-    save_checkpoint(_state(2), last)
+    save_checkpoint(fake_checkpoint(1), last)
+    save_checkpoint(fake_checkpoint(2), last)
     monkeypatch.setattr(checkpoint, "file_crc32", lambda path: 0)  # the disk returns other bytes
     with pytest.raises(OSError, match="bytes read back differ"):
-        save_checkpoint(_state(3), last)
+        save_checkpoint(fake_checkpoint(3), last)
     assert (_epoch(last), _epoch(previous_path(last))) == (2, 1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.prev.pt", "last.pt"]
 
@@ -51,14 +46,14 @@ def test_a_checkpoint_that_reads_back_wrong_replaces_nothing(tmp_path, monkeypat
 FULL_DISK = """
 import resource, signal, sys, torch
 from detect.engine.checkpoint import save_checkpoint
-from tests.engine.test_checkpoint_safety import _state
+from tests.support.checkpoints import fake_checkpoint
 last = sys.argv[1]
-save_checkpoint(_state(1), last)
-save_checkpoint(_state(2), last)
+save_checkpoint(fake_checkpoint(1), last)
+save_checkpoint(fake_checkpoint(2), last)
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG instead of killing us
 resource.setrlimit(resource.RLIMIT_FSIZE, (20000, resource.RLIM_INFINITY))
 try:
-    save_checkpoint(_state(3, size=100000), last)
+    save_checkpoint(fake_checkpoint(3, size=100000), last)
 except OSError as e:
     print("OSError", e.errno)
 """
@@ -75,8 +70,8 @@ def test_a_full_disk_leaves_both_checkpoints_intact(tmp_path):
 
 def test_resume_falls_back_to_the_previous_checkpoint(tmp_path):
     last = tmp_path / "last.pt"
-    save_checkpoint(_state(1), last)
-    save_checkpoint(_state(2), last)
+    save_checkpoint(fake_checkpoint(1), last)
+    save_checkpoint(fake_checkpoint(2), last)
     data = last.read_bytes()
     last.write_bytes(data[: len(data) // 2])  # truncated
     with log_lines("detect.engine.resume") as lines:
@@ -112,7 +107,7 @@ def test_training_stops_cleanly_on_a_full_disk_and_resumes_past_a_corrupt_last_p
     with a message, last.pt (epoch 2) and last.prev.pt (epoch 1) intact. Then last.pt is cut short: --resume says
     so and continues from last.prev.pt to the end."""
     o = tiny_options(tmp_path, name="disk")
-    args = [sys.executable, str(ROOT / "tests" / "train_hooks.py"), "--data", o.data, "--hyp", o.hyp, "--img-size",
+    args = [sys.executable, str(ROOT / "tests" / "support" / "train_hooks.py"), "--data", o.data, "--hyp", o.hyp, "--img-size",
             "64", "--batch-size", "4", "--nbs", "8", "--epochs", "3", "--workers", "0", "--device", "cpu",
             "--project", o.project, "--name", "disk", "--exist-ok", "--cache-dir", o.cache_dir]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "DETECT_TEST_FSIZE_AFTER_EPOCH": "2:20000"}

@@ -8,7 +8,12 @@ import pytest
 import torch
 
 from detect.engine.assign import HeadSpec
-from detect.engine.class_weights import MAX_WEIGHT, auto_class_weights, box_counts, resolve_class_weights
+from detect.engine.class_weights import (
+    MAX_WEIGHT,
+    auto_class_weights,
+    box_counts,
+    resolve_class_weights,
+)
 from detect.engine.config import Hyp, LossConfig
 from detect.engine.loss import YoloLoss
 
@@ -69,7 +74,7 @@ def test_a_positive_s_class_loss_is_scaled_by_its_class_weight():
 def test_a_run_trains_with_auto_class_weights_and_repeat_factor_sampling(tmp_path, caplog):
     from detect.engine.setup import build_trainer
     from detect.runtime import dist
-    from tests.test_train_dist import tiny_options
+    from tests.support.training import tiny_options
 
     ctx = dist.DistContext(0, 1, 0, torch.device("cpu"), None)
     with caplog.at_level(logging.INFO):

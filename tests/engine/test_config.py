@@ -4,7 +4,14 @@
 import pytest
 import yaml
 
-from detect.engine.config import AugmentConfig, EMAConfig, Hyp, LossConfig, OptimConfig, load_hyp
+from detect.engine.config import (
+    AugmentConfig,
+    EMAConfig,
+    Hyp,
+    LossConfig,
+    OptimConfig,
+    load_hyp,
+)
 from tests.conftest import ROOT
 
 

@@ -4,7 +4,12 @@ import pytest
 import torch
 
 from detect.engine.assign import HeadSpec, build_targets
-from detect.engine.loss import LossConfig, YoloLoss, decode_positives, objectness_balance
+from detect.engine.loss import (
+    LossConfig,
+    YoloLoss,
+    decode_positives,
+    objectness_balance,
+)
 from tests.conftest import ROOT
 
 

@@ -4,7 +4,7 @@ import torch
 
 from detect.engine.assign import HeadSpec
 from detect.engine.loss import LossConfig, YoloLoss
-from tests.distributed import run_distributed
+from tests.support.distributed import run_distributed
 
 # 4 images on 64x64; images 0-1 hold 4 boxes, images 2-3 one box: the two ranks get unequal positives
 TARGETS = torch.tensor([

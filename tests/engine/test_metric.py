@@ -4,8 +4,7 @@ import csv
 
 import pytest
 
-from tests.engine.test_resume import TINY_DATA
-from tests.engine.test_resume import _train as train_tiny
+from tests.support.training import TINY_DATA, train_tiny
 
 
 def test_voc_metric_is_the_fitness_and_is_logged(tmp_path, monkeypatch, capsys):

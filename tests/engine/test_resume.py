@@ -7,10 +7,7 @@ import pytest
 import torch
 
 from detect.train import main
-from tests.test_train_dist import QUIET_HYP
-
-TINY_DATA = ("format: synthetic\npath: gen\nseed: 1\ntrain_images: 8\nval_images: 4\nimage_sizes: [64]\n"
-             "min_side: 10\nmax_side: 28\nmax_objects: 2\n")
+from tests.support.training import QUIET_HYP, TINY_DATA, train_tiny
 
 
 @pytest.fixture
@@ -24,19 +21,13 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _train(*extra):
-    return main(["--data", "tiny.yaml", "--hyp", "hyp.yaml", "--img-size", "64", "--batch-size", "4", "--nbs", "8",
-                 "--workers", "0", "--device", "cpu", "--project", "runs", "--name", "r", "--cache-dir", "cache",
-                 "--no-plots", *extra])
-
-
 def _said(capsys) -> str:
     out = capsys.readouterr()
     return out.out + out.err
 
 
 def test_resume_refuses_ignored_flags_extends_and_runs_from_anywhere(workdir, monkeypatch, capsys):
-    assert _train("--epochs", "1") == 0
+    assert train_tiny("--epochs", "1") == 0
     last = workdir / "work" / "runs" / "r" / "last.pt"
     saved = torch.load(last, weights_only=True)["opts"]
     assert saved["data"] == str(workdir / "work" / "tiny.yaml") and os.path.isabs(saved["cache_dir"])
@@ -62,10 +53,10 @@ def test_resume_refuses_ignored_flags_extends_and_runs_from_anywhere(workdir, mo
 
 def test_a_run_that_fails_before_training_leaves_no_folder(workdir, capsys):
     (workdir / "work" / "bad.cfg").write_text("[net]\nwidth=64\nheight=64\n[convolutional]\nfilters=x\n")
-    assert _train("--epochs", "1", "--cfg", "bad.cfg") == 2
+    assert train_tiny("--epochs", "1", "--cfg", "bad.cfg") == 2
     assert "bad.cfg" in _said(capsys)
     assert not (workdir / "work" / "runs" / "r").exists()
-    assert _train("--epochs", "1", "--max-batches", "1") == 0
+    assert train_tiny("--epochs", "1", "--max-batches", "1") == 0
     assert [p.name for p in (workdir / "work" / "runs").iterdir()] == ["r"]  # the numbering did not move
 
 

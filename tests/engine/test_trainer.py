@@ -4,7 +4,7 @@ import torch
 
 from detect.engine.setup import build_trainer
 from detect.runtime import dist
-from tests.test_train_dist import tiny_options
+from tests.support.training import tiny_options
 
 
 def test_two_micro_batches_make_one_step_in_process(tmp_path):

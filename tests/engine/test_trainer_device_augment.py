@@ -7,7 +7,7 @@ import torch
 from detect.data.device_augment import DeviceBatch
 from detect.engine.setup import build_trainer
 from detect.runtime import dist
-from tests.test_train_dist import tiny_options
+from tests.support.training import tiny_options
 
 HYP = "lr0: 0.02\nwarmup_epochs: 0\nwarmup_min_steps: 1\nmixup: 0.5\ndegrees: 5\n"
 

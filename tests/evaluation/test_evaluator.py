@@ -13,7 +13,7 @@ from detect.evaluation.coco import (
     sort_rows,
 )
 from detect.evaluation.evaluator import CocoEvaluator, evaluate
-from tests.distributed import run_distributed
+from tests.support.distributed import run_distributed
 
 NAMES = ["cat", "dog", "bird"]
 CATEGORY_IDS = [3, 7, 11]  # not contiguous: the mapping must be applied

@@ -8,8 +8,8 @@ from pycocotools.coco import COCO
 from detect.data.sources import open_source
 from detect.evaluation.coco import coco_evaluate
 from detect.evaluation.cocoeval_engines import evaluate_categories
-from tests.data.test_coco_exports import box, perfect_map, roboflow_json, write_coco
-from tests.log_lines import log_lines
+from tests.support.coco_jsons import box, perfect_map, roboflow_json, write_coco
+from tests.support.log_lines import log_lines
 
 BACKENDS = ["pycocotools", "faster-coco-eval"]
 

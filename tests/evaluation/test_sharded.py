@@ -13,7 +13,7 @@ from detect.evaluation.cocoeval_engines import summary_stats
 from detect.evaluation.evaluator import CocoEvaluator
 from detect.evaluation.sharded import deal_categories
 from tests.conftest import ROOT, shared_path
-from tests.distributed import run_distributed
+from tests.support.distributed import run_distributed
 
 
 def reference(source, rows: np.ndarray) -> tuple[list[float], dict[str, tuple[float, float]]]:

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from detect.evaluation.per_image import ImageTruth
 from detect.evaluation.voc_metrics import (
-    ImageTruth,
     average_precision,
     format_darknet_summary,
     match_class,
@@ -39,7 +39,7 @@ def test_eleven_point_and_all_point_by_hand():
 def test_duplicates_and_low_iou_are_false_positives_ties_keep_input_order():
     truths = {1: truth([A], [1])}
     rows = np.array([row(1, A, 0.5, 1), row(1, A, 0.5, 1), row(1, (0, 0, 10, 30), 0.4, 1)])  # IoU 1/3
-    scores, tp, fp, ious = match_class(rows, truths, 1)
+    _, tp, fp, ious = match_class(rows, truths, 1)
     assert tp.tolist() == [True, False, False] and fp.tolist() == [False, True, True]
     assert ious[0] == 1.0
     assert average_precision(tp, fp, 1, "voc12") == 1.0  # the first detection already has recall 1

@@ -8,7 +8,7 @@ import pytest
 
 from detect import predict, val
 from detect.export.cli import main as export_main
-from tests.test_val import _val_args, write_coco_dataset, write_tiny_checkpoint
+from tests.support.val_data import val_args, write_coco_dataset, write_tiny_checkpoint
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
@@ -28,8 +28,8 @@ def test_val_dynamic_onnx_rect_matches_pt(tmp_path):
     spec = write_coco_dataset(tmp_path / "data")
     weights = write_tiny_checkpoint(tmp_path)
     assert export_main(["--weights", str(weights), "--img", "64", "--dynamic"]) == 0
-    expected = val.run(val.parse_args(_val_args(spec, weights, tmp_path, "--save-json", "--name", "pt")))
-    got = val.run(val.parse_args(_val_args(spec, tmp_path / "tiny-dynamic.onnx", tmp_path, "--save-json",
+    expected = val.run(val.parse_args(val_args(spec, weights, tmp_path, "--save-json", "--name", "pt")))
+    got = val.run(val.parse_args(val_args(spec, tmp_path / "tiny-dynamic.onnx", tmp_path, "--save-json",
                                            "--name", "onnx")))
     assert abs(got.map - expected.map) < 1e-3 and abs(got.map50 - expected.map50) < 1e-3
     pt_rows, onnx_rows = _results(tmp_path, "pt"), _results(tmp_path, "onnx")
@@ -43,16 +43,16 @@ def test_val_fixed_size_onnx_runs_square_at_its_size(tmp_path, capsys):
     weights = write_tiny_checkpoint(tmp_path)
     assert export_main(["--weights", str(weights), "--img", "64", "--batch", "2", "--output",
                         str(tmp_path / "fixed.onnx")]) == 0
-    assert val.main(_val_args(spec, tmp_path / "fixed.onnx", tmp_path, "--name", "onnx")) == 0
-    assert val.main(_val_args(spec, weights, tmp_path, "--square", "--name", "pt")) == 0
+    assert val.main(val_args(spec, tmp_path / "fixed.onnx", tmp_path, "--name", "onnx")) == 0
+    assert val.main(val_args(spec, weights, tmp_path, "--square", "--name", "pt")) == 0
     metrics = [json.loads((tmp_path / "runs" / n / "metrics.json").read_text()) for n in ("onnx", "pt")]
     assert metrics[0]["args"]["square"] is True  # rect asked for, square used (and recorded)
     assert metrics[0]["stats"] == pytest.approx(metrics[1]["stats"], abs=1e-3)
     capsys.readouterr()
-    argv = _val_args(spec, tmp_path / "fixed.onnx", tmp_path)
+    argv = val_args(spec, tmp_path / "fixed.onnx", tmp_path)
     argv[argv.index("--img") + 1] = "96"
     assert val.main(argv) == 2
-    assert "exported for 64x64 inputs; pass --img 64" in capsys.readouterr().err
+    assert "takes 64x64 inputs only, but --img-size 96 was given" in capsys.readouterr().err
 
 
 def test_predict_onnx_gives_the_pt_detections(tmp_path):
@@ -75,7 +75,7 @@ def test_predict_onnx_gives_the_pt_detections(tmp_path):
 def _metadata(path):
     import onnx
 
-    from detect.export.metadata import OnnxMetadata
+    from detect.inference.onnx_metadata import OnnxMetadata
 
     return OnnxMetadata.from_props({p.key: p.value for p in onnx.load(str(path)).metadata_props}, path)
 

@@ -1,5 +1,5 @@
 """ONNX export: the graph passes onnx.checker and onnxruntime gives PyTorch's rows (real weights and images,
-scale_x_y, new_coords, dynamic shapes, fp16); NMS in the graph gives detect.evaluation.postprocess's detections."""
+scale_x_y, new_coords, dynamic shapes, fp16); NMS in the graph gives detect.inference.postprocess's detections."""
 
 import json
 
@@ -11,11 +11,12 @@ import torch
 from detect.darknet.load import for_inference, load_model
 from detect.darknet.model import Darknet
 from detect.data.augment import letterbox
-from detect.evaluation.postprocess import non_max_suppression
-from detect.export.metadata import LETTERBOX
 from detect.export.onnx_export import OnnxExportOptions, export_onnx
-from detect.export.optional import INSTALL_HINT, require
-from detect.export.runtime import load_onnx_model, onnx_square_letterbox
+from detect.inference.loading import load_model_file
+from detect.inference.onnx_metadata import LETTERBOX
+from detect.inference.onnx_runtime import load_onnx_model
+from detect.inference.optional import INSTALL_HINT, require
+from detect.inference.postprocess import non_max_suppression
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -202,9 +203,11 @@ def test_fixed_size_model_refuses_other_sizes(tmp_path):
     assert onnx_model.eval() is onnx_model and onnx_model.to("cpu") is onnx_model
     with pytest.raises(ValueError, match="exported for 64x64 inputs, got 96x64"):
         onnx_model(torch.rand(1, 3, 96, 64))
-    assert onnx_square_letterbox(onnx_model, 64, square=False) is True  # rect asked for: square at its size
-    with pytest.raises(ValueError, match="exported for 64x64 inputs; pass --img 64"):
-        onnx_square_letterbox(onnx_model, 416, square=True)
+    handle = load_model_file(tmp_path / "m.onnx", device=torch.device("cpu"))  # rect asked for: its own square
+    assert (handle.img_size, handle.input_shape, handle.square) == (64, (64, 64), True)
+    assert handle.engine in ("openvino", "onnxruntime") and handle.runner.engine == handle.engine
+    with pytest.raises(ValueError, match="takes 64x64 inputs only, but --img-size 416 was given"):
+        load_model_file(tmp_path / "m.onnx", device=torch.device("cpu"), img_size=416)
 
 
 def test_missing_extra_names_the_install_line(monkeypatch):

@@ -9,7 +9,7 @@ import torch
 
 from detect.darknet import Darknet, save_pt
 from detect.export.cli import main as export_main
-from tests.test_val import TINY_CFG, _val_args, write_coco_dataset
+from tests.support.val_data import TINY_CFG, val_args, write_coco_dataset
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
@@ -34,8 +34,8 @@ def _onnx(path):
 def test_int8_export_quantizes_the_inner_convolutions_and_runs_in_val(tmp_path, capsys):
     import onnxruntime as ort
 
-    from detect.export.metadata import OnnxMetadata
     from detect.export.quantize import float_convolutions
+    from detect.inference.onnx_metadata import OnnxMetadata
 
     spec = write_coco_dataset(tmp_path / "data", sizes=((48, 64), (64, 40), (64, 64), (56, 56), (40, 64)))
     torch.manual_seed(0)
@@ -46,7 +46,7 @@ def test_int8_export_quantizes_the_inner_convolutions_and_runs_in_val(tmp_path, 
                         "--calibration-images", "4"]) == 0
     out = capsys.readouterr().out
     assert "int8, calibrated on 4 images" in out
-    assert f"int8 check on {spec}'s val split (detect.val, square at the export's size): mAP@0.5:0.95 " in out
+    assert f"int8 check on {spec}'s val split (detect.val's evaluation at the export's size): mAP@0.5:0.95 " in out
     float_graph, int8_graph = _onnx(tmp_path / "m.onnx"), _onnx(tmp_path / "m-int8.onnx")
     assert sorted(p.name for p in tmp_path.glob("*.onnx")) == ["m-int8.onnx", "m.onnx"]  # no float leftover
     convs = [n for n in float_graph.graph.node if n.op_type == "Conv"]
@@ -68,7 +68,7 @@ def test_int8_export_quantizes_the_inner_convolutions_and_runs_in_val(tmp_path, 
 def val_main_ok(spec, weights, tmp_path) -> bool:
     from detect.val import main
 
-    return main(_val_args(spec, weights, tmp_path, "--name", "q")) == 0 and \
+    return main(val_args(spec, weights, tmp_path, "--name", "q")) == 0 and \
         (tmp_path / "runs" / "q" / "metrics.json").is_file()
 
 
@@ -112,13 +112,13 @@ def test_yolov3_tiny_int8_keeps_the_coco_tiny_map_within_0_005(shared, tmp_path)
 def test_the_int8_check_refuses_a_graph_that_lost_more_than_the_allowed_map(monkeypatch, tmp_path):
     from detect.export import int8_check
 
-    maps = {"float": (0.300, 0.500), "int8": (0.296, 0.497)}
-    monkeypatch.setattr(int8_check, "_val_metrics", lambda weights, data, size, project, name: maps[name])
+    maps = {"f.onnx": (0.300, 0.500), "q.onnx": (0.296, 0.497)}
+    monkeypatch.setattr(int8_check, "_val_metrics", lambda weights, data, size: maps[weights.name])
     check = int8_check.check_int8(tmp_path / "f.onnx", tmp_path / "q.onnx", "my.yaml", 416, 0.005)
     assert check.drop == pytest.approx(0.004)
     assert check.line("my.yaml").endswith("mAP@0.5:0.95 0.3000 float -> 0.2960 int8 (-0.0040), mAP@0.5 "
                                           "0.5000 -> 0.4970")
-    maps["int8"] = (0.290, 0.499)
+    maps["q.onnx"] = (0.290, 0.499)
     with pytest.raises(int8_check.Int8CheckFailed, match=r"\(-0.0100\).*int8 lost more than 0.005; .*q.onnx is "
                                                          r"kept for a look"):
         int8_check.check_int8(tmp_path / "f.onnx", tmp_path / "q.onnx", "my.yaml", 416, 0.005)

@@ -3,7 +3,13 @@ import math
 import pytest
 import torch
 
-from detect.ops.boxes import aligned_iou, box_iou, clip_boxes_, xywh_to_xyxy, xyxy_to_xywh
+from detect.ops.boxes import (
+    aligned_iou,
+    box_iou,
+    clip_boxes_,
+    xywh_to_xyxy,
+    xyxy_to_xywh,
+)
 
 
 def test_conversions_round_trip_and_values():

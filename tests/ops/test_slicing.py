@@ -4,7 +4,14 @@ of tiles with the whole-image pass."""
 import pytest
 import torch
 
-from detect.ops.slicing import check_slice, cut_by_tile_edge, merge_tiles, tile_grid, tile_starts, to_image_pixels
+from detect.ops.slicing import (
+    check_slice,
+    cut_by_tile_edge,
+    merge_tiles,
+    tile_grid,
+    tile_starts,
+    to_image_pixels,
+)
 
 
 def test_tile_grid_of_a_1600x1200_image():

@@ -9,8 +9,8 @@ from detect.engine.options import parse_options
 from detect.runtime import dist
 from detect.runtime.tensorboard import SCALAR_TAGS, TensorBoardLog
 from detect.train import run
-from tests.test_train_dist import tiny_options
-from tests.test_val import _val_args, write_coco_dataset, write_tiny_checkpoint
+from tests.support.training import tiny_options
+from tests.support.val_data import val_args, write_coco_dataset, write_tiny_checkpoint
 
 
 def _scalars(folder) -> dict:
@@ -62,7 +62,7 @@ def test_val_prints_pycocotools_lines_then_the_table_and_writes_plots(tmp_path, 
 
     spec = write_coco_dataset(tmp_path / "data")
     weights = write_tiny_checkpoint(tmp_path)
-    assert main(_val_args(spec, weights, tmp_path, "--name", "p", "--plots", "--conf", "0.0001")) == 0
+    assert main(val_args(spec, weights, tmp_path, "--name", "p", "--plots", "--conf", "0.0001")) == 0
     out = capsys.readouterr().out.splitlines()
     lines = out[next(i for i, line in enumerate(out) if line.startswith(" Average Precision")):]  # after the log
     assert lines[0].startswith(" Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = ")
@@ -77,7 +77,7 @@ def test_val_prints_pycocotools_lines_then_the_table_and_writes_plots(tmp_path, 
 
 def test_a_plot_that_fails_is_a_warning_and_mosaics_only_for_the_first_batches(tmp_path):
     from detect.engine.monitor import RunMonitor
-    from tests.log_lines import log_lines
+    from tests.support.log_lines import log_lines
 
     monitor = RunMonitor(tmp_path, ["a"], epochs=1, plots=True)
     images, targets = torch.zeros((1, 3, 32, 32), dtype=torch.uint8), torch.tensor([[0, 0, 0.5, 0.5, 0.2, 0.2]])

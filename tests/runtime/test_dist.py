@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from detect.runtime import dist
-from tests.distributed import run_distributed
+from tests.support.distributed import run_distributed
 
 
 def _build_then_read(rank, world_size, folder):

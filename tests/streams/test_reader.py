@@ -9,9 +9,17 @@ import cv2
 import numpy as np
 import pytest
 
-from detect.streams.reader import FrameReader, StreamError, describe, is_live, is_stream, open_stream, source_stem
-from tests.log_lines import log_lines
-from tests.mjpeg_server import MjpegServer, coco_frames, stamp, stamp_of
+from detect.streams.reader import (
+    FrameReader,
+    StreamError,
+    describe,
+    is_live,
+    is_stream,
+    open_stream,
+    source_stem,
+)
+from tests.support.log_lines import log_lines
+from tests.support.mjpeg_server import MjpegServer, coco_frames, stamp, stamp_of
 
 WAIT_S = 60  # the longest a condition is waited for on a busy machine; a passing run waits far less
 

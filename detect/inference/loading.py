@@ -1,0 +1,158 @@
+"""The one loader of a user's model file, for the API, detect.val, detect.predict and the int8 check: a training
+checkpoint or `.pt` (its cfg and names inside), Darknet `.weights` with their cfg, or an exported `.onnx`
+(detect.inference.onnx_runtime); the input size and class names when the user gives none, each default logged.
+
+The ONNX policy, the same for every caller: a dynamic export runs like the PyTorch model (rect canvases, any
+size that is a multiple of its stride; DEFAULT_DYNAMIC_SIZE when none is given); a fixed-size export runs at its
+own (h, w) only, square or not, every image fitted into it (the letterbox that keeps its aspect ratio), so
+the API, predict and val give one model file's image the same boxes. Test-time augmentation needs a dynamic
+export (it runs the model at other sizes).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from detect.darknet.load import check_img_size, for_inference, load_model
+from detect.darknet.pt_files import trained_img_size
+from detect.darknet.transfer import COCO_NAMES
+from detect.data.spec import default_cache_dir, read_class_names
+
+from .engines import cpu_backend, load_cpu_engine
+from .handle import ModelHandle
+
+log = logging.getLogger(__name__)
+DEFAULT_DYNAMIC_SIZE = 416  # an ONNX model with a dynamic input size, when no size is given
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How a front end names its options in the loader's messages."""
+
+    img_size: str
+    names: str
+    augment: str
+
+
+CLI = Spelling("--img-size", "--names", "--augment")
+API = Spelling("img_size", "names=", "augment=True")
+
+
+def is_onnx_path(path) -> bool:
+    """Whether `path` names an exported ONNX model by its suffix."""
+    return Path(path).suffix.lower() == ".onnx"
+
+
+def load_model_file(weights, cfg=None, *, device: torch.device, img_size: int | None = None, square: bool = False,
+                    backend: str = "auto", cache_dir=None, augment: bool = False,
+                    spelling: Spelling = CLI) -> ModelHandle:
+    """`weights` ready for inference on `device` (module docstring). A `.pt` / `.weights` model is loaded exactly,
+    its `img_size` checked against its largest stride before anything runs, and run by `backend` on the CPU
+    (`load_darknet`). ValueError for a size the file cannot take, and for `augment` with a fixed-size export."""
+    if is_onnx_path(weights):
+        handle = _load_onnx(weights, device, img_size, square, backend, spelling)
+    else:
+        runner, names, img_size = load_darknet(weights, cfg, device, img_size, spelling.img_size, backend, cache_dir)
+        handle = ModelHandle(runner, names, img_size, None, square, getattr(runner, "engine", "torch"),
+                             Path(weights))
+    if augment and handle.input_shape is not None:
+        h, w = handle.input_shape
+        raise ValueError(f"{spelling.augment} runs the model at other sizes, but {weights} takes {h}x{w} inputs "
+                         f"only; export it with --dynamic")
+    return handle
+
+
+def check_onnx_backend(weights, backend: str) -> None:
+    if backend != "auto":
+        raise ValueError(f"--backend {backend} is for .pt and .weights models; {weights} runs on onnxruntime "
+                         f"(leave --backend out)")
+
+
+def _onnx_runtime(path):
+    try:  # through sys.modules, where a stand-in runtime may take its place
+        onnx_runtime = importlib.import_module("detect.inference.onnx_runtime")
+    except ImportError as e:
+        raise ValueError(f"{path}: running ONNX models needs detect.inference.onnx_runtime and onnxruntime, which "
+                         f"cannot be imported here ({e}); use the .pt or .weights instead") from None
+    return onnx_runtime
+
+
+def _load_onnx(weights, device, img_size: int | None, square: bool, backend: str, spelling: Spelling) -> ModelHandle:
+    check_onnx_backend(weights, backend)
+    runner = _onnx_runtime(weights).load_onnx_model(weights, str(device))
+    fixed = tuple(runner.input_size) if runner.input_size is not None else None
+    if img_size is None:
+        img_size = max(fixed) if fixed else DEFAULT_DYNAMIC_SIZE
+        log_default_size(spelling.img_size, img_size, f"{Path(weights).name}'s " + (
+            "fixed input size" if fixed else "default for a dynamic ONNX model"))
+    elif fixed is not None and img_size != max(fixed):
+        raise ValueError(f"{weights} takes {fixed[0]}x{fixed[1]} inputs only, but {spelling.img_size} {img_size} "
+                         f"was given; leave {spelling.img_size} out, or export the model at that size or with "
+                         f"--dynamic")
+    if fixed is not None:
+        if not square:
+            log.info("%s takes %dx%d inputs only: every image is fitted into that canvas (no rect canvases)",
+                     weights, *fixed)
+        square = fixed[0] == fixed[1]
+    engine = getattr(runner, "engine", "onnxruntime")
+    return ModelHandle(runner, list(runner.names) if runner.names else None, img_size, fixed, square, engine,
+                       Path(weights))
+
+
+def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag: str, backend: str = "auto",
+                 cache_dir=None):
+    """(runner, the names it carries or None, input size): the size given (`flag`), else the size a `.pt` was
+    trained at, else the cfg's [net] size; a multiple of the model's largest stride, checked before anything runs
+    (the model is built at its cfg's size, which any such multiple can run at).
+    `backend` (detect.inference.engines.cpu_backend): on the CPU `auto` runs the model on ncnn where its layers
+    allow, else on OpenVINO (cached under `cache_dir`, default the user's cache), else, and on CUDA, the PyTorch
+    model runs fused (and packed on the CPU)."""
+    loaded = load_model(cfg, weights, exact=True)
+    if img_size is None:
+        trained = trained_img_size(weights)
+        img_size = trained or max(loaded.model.input_size)
+        cfg_name = loaded.model.cfg_path or f"the cfg {Path(weights).name} carries"
+        log_default_size(flag, img_size, f"the size {Path(weights).name} was trained at" if trained else
+                         f"the [net] size of {cfg_name}")
+    check_img_size(img_size, loaded.model.max_stride, flag)
+    engines = cpu_backend(backend, device)
+    if engines != ["torch"]:
+        compiled = load_cpu_engine(loaded.model, engines, img_size, torch.get_num_threads(),
+                                   Path(cache_dir) if cache_dir else default_cache_dir(), str(weights))
+        if compiled is not None:
+            return compiled, loaded.names, img_size
+        if backend == "auto":
+            log.warning("%s: no CPU engine took this model; running it on PyTorch", weights)
+    return for_inference(loaded.model, device), loaded.names, img_size
+
+
+def log_default_size(flag: str, img_size: int, why: str) -> None:
+    log.info("%s %d: %s (%s not given)", flag, img_size, why, flag)
+
+
+def class_names(handle: ModelHandle, given: list[str] | None = None, flag: str = "--names") -> list[str]:
+    """The class names of `handle`'s detections: `given` (by `flag`), else those the file carries, else
+    `default_names`; ValueError when their count is not the model's."""
+    names = list(given or handle.names or default_names(handle.num_classes, handle.path, flag))
+    if len(names) != handle.num_classes:
+        raise ValueError(f"{len(names)} class names ({flag}) but {handle.path.name} predicts {handle.num_classes} "
+                         f"classes; give the names the weights were trained with")
+    return names
+
+
+def default_names(num_classes: int, weights, flag: str = "--names") -> list[str]:
+    """Class names for a model whose file carries none and that was given none: COCO's 80 for an 80-class
+    model (the official Darknet .weights are COCO's, as fine-tuning assumes: detect.darknet.transfer), else the
+    class ids "0", "1", ...; the choice is logged once."""
+    source = Path(weights).name
+    if num_classes == 80 and COCO_NAMES.is_file():
+        log.info("class names: COCO's 80 (%s carries none; %s overrides)", source, flag)
+        return read_class_names(COCO_NAMES)
+    log.info("class names: the class ids 0..%d (%s carries no names and the model has %d classes, not COCO's "
+             "80; %s gives them)", num_classes - 1, source, num_classes, flag)
+    return [str(k) for k in range(num_classes)]

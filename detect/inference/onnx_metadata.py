@@ -1,0 +1,67 @@
+"""What an exported ONNX model says about itself (`metadata_props`, plain strings) and how it is read back.
+
+Keys: `producer` ("detect"), `names` (json list or null), `num_classes`, `strides` (json, one per head),
+`max_stride`, `input_size` (json [h, w], or null for --dynamic), `batch` (int, or null for a dynamic batch),
+`precision` (fp32 | fp16 | int8: quantized convolutions, float input), `output` ("rows": the eval contract [N, P, 5+K]; "nms": detections), `nms` (json
+conf, iou, max_det, multi_label; only for "nms"), `letterbox` (json: how inputs must be prepared).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+PRODUCER = "detect"
+
+# The input convention of detect.val / detect.predict, stored so another runtime can reproduce it.
+LETTERBOX = {
+    "channels": "RGB", "layout": "NCHW", "scale": "1/255 (float in [0, 1])", "pad_value": 114,
+    "resize": "keep aspect ratio, bilinear; image centred on the canvas",
+    "canvas": "fixed input_size: the image fitted into that h, w; dynamic: any h, w multiple of max_stride "
+              "(detect.val: long side at --img plus at least half a stride of border, rounded up)",
+    "rows": "cx, cy, w, h (input pixels), objectness, class probabilities (not multiplied by objectness)",
+}
+
+
+@dataclass(frozen=True)
+class OnnxMetadata:
+    names: list[str] | None
+    num_classes: int
+    strides: list[int]
+    max_stride: int
+    input_size: tuple[int, int] | None  # None: height and width are dynamic
+    batch: int | None  # None: dynamic batch
+    precision: str  # "fp32", "fp16" or "int8" (int8 convolutions; the input is float32 either way)
+    output: str  # "rows" or "nms"
+    nms: dict | None  # conf, iou, max_det, multi_label of an "nms" graph
+
+    def to_props(self) -> dict[str, str]:
+        return {
+            "producer": PRODUCER,
+            "names": json.dumps(self.names),
+            "num_classes": str(self.num_classes),
+            "strides": json.dumps(self.strides),
+            "max_stride": str(self.max_stride),
+            "input_size": json.dumps(list(self.input_size) if self.input_size else None),
+            "batch": json.dumps(self.batch),
+            "precision": self.precision,
+            "output": self.output,
+            "nms": json.dumps(self.nms),
+            "letterbox": json.dumps(LETTERBOX),
+        }
+
+    @classmethod
+    def from_props(cls, props: dict[str, str], path) -> OnnxMetadata:
+        """Read the metadata of `path`; a model not written by detect.export is refused in one line."""
+        if props.get("producer") != PRODUCER:
+            raise ValueError(f"{path}: not an ONNX model written by detect.export (its metadata lacks "
+                             f"producer={PRODUCER}); export it with python -m detect.export")
+        try:
+            size = json.loads(props["input_size"])
+            return cls(names=json.loads(props["names"]), num_classes=int(props["num_classes"]),
+                       strides=list(json.loads(props["strides"])), max_stride=int(props["max_stride"]),
+                       input_size=tuple(size) if size else None, batch=json.loads(props["batch"]),
+                       precision=props["precision"], output=props["output"], nms=json.loads(props["nms"]))
+        except (KeyError, ValueError, TypeError) as e:
+            raise ValueError(f"{path}: damaged detect.export metadata ({type(e).__name__}: {e}); "
+                             f"export the model again") from None

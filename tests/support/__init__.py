@@ -1,0 +1,1 @@
+"""Helpers the tests share: data writers, process launchers, log capture (never test modules themselves)."""
