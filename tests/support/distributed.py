@@ -10,25 +10,33 @@ traceback. `timeout` bounds the whole run so a hang fails the test instead of st
 from __future__ import annotations
 
 import datetime
+import io
 import os
 import tempfile
 import traceback
 
+import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+
+def _as_bytes(result) -> bytes:
+    """The result as plain bytes: a tensor put on the queue as it is travels as a file descriptor that the parent
+    fetches from this process later, which fails once this process has exited (a race on a busy machine)."""
+    buffer = io.BytesIO()
+    torch.save(result, buffer)
+    return buffer.getvalue()
 
 
 def _worker(rank, world_size, init_file, fn, args, queue):
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                       LOCAL_WORLD_SIZE=str(world_size))
-    import torch
-
     torch.set_num_threads(1)
     try:
         dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size,
                                 timeout=datetime.timedelta(seconds=60))
         result = fn(rank, world_size, *args)
-        queue.put((rank, True, result))
+        queue.put((rank, True, _as_bytes(result)))
     except BaseException:
         queue.put((rank, False, traceback.format_exc()))
     finally:
@@ -50,7 +58,10 @@ def run_distributed(fn, world_size: int = 2, args: tuple = (), timeout: float = 
         try:
             for _ in range(world_size):
                 rank, ok, payload = queue.get(timeout=timeout)
-                (results if ok else failures)[rank] = payload
+                if ok:
+                    results[rank] = torch.load(io.BytesIO(payload), weights_only=False)
+                else:
+                    failures[rank] = payload
                 if failures:
                     break  # one rank failed: do not wait for the others to time out
         finally:
