@@ -31,6 +31,7 @@ from detect.bench.train_report import format_header, format_row, format_splits
 from detect.data.loader import PREFETCH_FACTOR
 from detect.engine.config import Hyp
 from detect.engine.options import TrainOptions
+from detect.runtime import dist
 
 VARIANT_HELP = ("precision (fp32, bf16, fp16), optionally -nchw (no channels_last) and -compile, e.g. "
                 "bf16 bf16-compile fp32-nchw")
@@ -112,7 +113,6 @@ class Bench:
     def __init__(self, args, cfg: str, img: int, batch: int, variant: dict, sources, run_dir: Path, loader: str):
         from detect.engine.setup import build_setup
         from detect.engine.trainer import Trainer
-        from detect.runtime import dist
 
         cache, augment_on = LOADERS[loader_kind(loader)]
         opts = TrainOptions(cfg=cfg, data=args.data, img_size=img, batch_size=batch, nbs=batch, epochs=10_000,
@@ -178,12 +178,6 @@ def loader_workers(name: str, default: int) -> int:
     return int(count) if count else default
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
 def free_memory(device: torch.device) -> None:
     """Give a dropped bench's memory back before the next is built."""
     gc.collect()  # a reference cycle in the trainer would hold its model's device memory until a collection
@@ -194,7 +188,7 @@ def free_memory(device: torch.device) -> None:
 def run_one(args, cfg, img, batch, variant, sources, run_dir) -> dict:
     """Of one configuration: data-excluded images/s (once), data-included images/s per loader, peak memory and
     with --profile the splits of a step (data excluded, data of the first loader)."""
-    device = resolve_device(args.device)
+    device = dist.resolve_device(args.device, 0)
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
@@ -261,7 +255,7 @@ def main(argv=None) -> int:
 
     args = parse_args(argv)
     setup_logging(0, 1, level="WARNING")
-    device = resolve_device(args.device)
+    device = dist.resolve_device(args.device, 0)
     sources = open_sources(TrainOptions(data=args.data, cache_dir=args.cache_dir))
     peak = measure_matmul_tflops(device) if device.type == "cuda" else None
     print(f"device {torch.cuda.get_device_name(device) if peak else 'cpu'}, data {args.data} "
