@@ -38,17 +38,21 @@ class ModelEMA:
         self.updates += 1
         d = self.current_decay()
         source = model.state_dict()
-        floats_ema, floats_src = [], []
+        floats_ema, floats_src, others_ema, others_src = [], [], [], []
         for name, value in self.module.state_dict().items():
             new = source[name].detach()
             if value.dtype.is_floating_point:
                 floats_ema.append(value)
                 floats_src.append(new.to(value.dtype))
-            else:
-                value.copy_(new)  # e.g. BatchNorm's num_batches_tracked
+            else:  # e.g. BatchNorm's num_batches_tracked, copied
+                others_ema.append(value)
+                others_src.append(new)
+        # foreach: a few launches for the whole model rather than one or two per tensor
         if floats_ema:
             torch._foreach_mul_(floats_ema, d)
             torch._foreach_add_(floats_ema, floats_src, alpha=1.0 - d)
+        if others_ema:
+            torch._foreach_copy_(others_ema, others_src)
 
     def state_dict(self) -> dict:
         return {"module": self.module.state_dict(), "updates": self.updates, "decay": self.decay, "tau": self.tau}

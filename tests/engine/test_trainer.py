@@ -103,3 +103,30 @@ def test_a_failed_evaluation_still_saves_the_trained_epoch(tmp_path):
         trainer.setup.train_loader.close()
     last = torch.load(trainer.setup.run_dir / "last.pt", weights_only=True)
     assert last["epoch"] == 1 and last["batch_in_epoch"] == 0  # epoch 1 trained: --resume goes on from there
+
+
+def test_a_non_finite_micro_batch_is_skipped_and_training_goes_on(tmp_path):
+    """A micro-batch whose loss is not finite gets no backward: its window applies the other micro-batch's
+    gradients, the count says so, and the next window trains as usual."""
+    ctx = dist.DistContext(0, 1, 0, torch.device("cpu"), None)
+    trainer = build_trainer(tiny_options(tmp_path), ctx)
+    setup = trainer.setup
+    real_loss, calls = setup.loss, []
+
+    def loss(raw, targets, hw):
+        value, parts = real_loss(raw, targets, hw)
+        calls.append(1)
+        return (value * float("inf"), parts) if len(calls) == 2 else (value, parts)  # the second micro-batch
+
+    setup.loss = loss
+    try:
+        trainer._set_train_mode()
+        batches = setup.train_loader.epoch(0)
+        results = [trainer.train_step(*next(batches)[:2], i, last_of_window=i % 2 == 1) for i in range(4)]
+        assert [parts is None for parts, _ in results] == [False, True, False, False]
+        assert trainer.state.nonfinite_total == 1 and trainer.state.nonfinite_run == 0
+        assert trainer.state.step == 2 and setup.ema.updates == 2
+        assert all(torch.isfinite(p).all() for p in setup.model.parameters())
+        assert all(torch.isfinite(v).all() for v in setup.ema.module.state_dict().values())
+    finally:
+        setup.train_loader.close()
