@@ -96,7 +96,7 @@ class Detector:
     def load(cls, weights, cfg=None, *, names: list[str] | None = None, device: str = "auto",
              img_size: int | None = None, conf: float = 0.25, iou: float = 0.45, max_det: int = 300,
              square: bool = False, batch_size: int = 16, augment: bool = False, slice_size: int | None = None,
-             slice_overlap: float = DEFAULT_OVERLAP, backend: str = "auto") -> Detector:
+             slice_overlap: float = DEFAULT_OVERLAP, backend: str = "auto", resize: str | None = None) -> Detector:
         """`weights`: a `.pt` checkpoint (cfg and names inside), Darknet `.weights` (give `cfg`) or `.onnx`.
         `names` override the class names the file carries (default: theirs; else COCO's for an 80-class
         model, else "0", "1", ...; logged once).
@@ -106,13 +106,15 @@ class Detector:
         `slice_size`: sliced inference for small objects (detect.ops.slicing): tiles of this many pixels,
         overlapping by at least `slice_overlap` of a tile, each run at `img_size`, merged with the whole image.
         `backend`: the engine of a `.pt` / `.weights` model on the CPU: "auto" (ncnn where the model's layers
-        allow, else OpenVINO, else PyTorch; detect.inference.engines), "ncnn", "openvino" or "torch"."""
+        allow, else OpenVINO, else PyTorch; detect.inference.engines), "ncnn", "openvino" or "torch".
+        `resize`: "letterbox" or "stretch" instead of the model's own mode (what a `.pt` was trained with, else
+        the cfg's `letter_box`, 0 = stretch as Darknet; an ONNX export's metadata)."""
         check_ranges(img_size, conf, iou, max_det, batch_size)
         if slice_size is not None:
             check_slice(slice_size, slice_overlap, "slice_size", "slice_overlap")
         resolved = resolve_device(device, 0)
         handle = load_model_file(weights, cfg, device=resolved, img_size=img_size, square=square, backend=backend,
-                                 augment=augment, spelling=API)
+                                 augment=augment, resize=resize, spelling=API)
         names = class_names(handle, names, API.names)
         settings = InferenceSettings.for_model(handle, conf=conf, iou=iou, max_det=max_det, batch_size=batch_size,
                                                augment=augment, slice_size=slice_size, slice_overlap=slice_overlap)

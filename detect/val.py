@@ -47,7 +47,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m detect.val", description=__doc__.split("\n")[0],
                                 formatter_class=DefaultsHelpFormatter)
     add_model_flags(p)
-    p.add_argument("--data", required=True, help="dataset spec (data/*.yaml)")
+    p.add_argument("--data", required=True, help="dataset spec (data/*.yaml), or a Darknet obj.data")
     p.add_argument("--split", default="val", choices=("train", "val", "test"),
                    help="which split of --data to evaluate (its `val:`, `test:` or `train:` entry)")
     p.add_argument("--single-cls", action="store_true",
@@ -66,10 +66,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--cache", default=None, choices=("ram", "disk"),
                    help="decoded, resized images kept for the next run: ram = shared memory (this run only), disk = "
                         "beside the label cache (default: decode every image)")
-    p.add_argument("--metric", default="coco", choices=METRICS,
+    p.add_argument("--metric", default="coco", choices=(*METRICS, "darknet"),
                    help="coco: COCO's 12 numbers; voc07 / voc12: also VOC AP@0.5 (11-point / all-point, difficult "
                         "boxes ignored) per class, with Darknet's `detector map` summary (TP, FP, FN, P, R, F1 and "
-                        "average IoU at conf 0.25)")
+                        "average IoU at conf 0.25); darknet: `darknet detector map` itself (its image reading and "
+                        "resize, threshold 0.005, NMS 0.45, --points), in its layout")
+    p.add_argument("--points", type=int, default=0, choices=(0, 11, 101),
+                   help="with --metric darknet: 0 = area under the curve (Darknet's default), 11 = VOC2007's "
+                        "recall points, 101 = COCO's")
     p.add_argument("--coco-backend", default=DEFAULT_BACKEND, choices=BACKENDS,
                    help="COCOeval engine (the same 12 numbers; faster-coco-eval is C++, pycocotools the reference)")
     add_workers_flag(p, "data loader workers per process")
@@ -141,8 +145,13 @@ def run(args) -> EvalResult:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
     try:
+        if args.metric == "darknet":
+            from detect.evaluation.darknet_eval import run_darknet_map
+
+            return run_darknet_map(args, ctx, open_checked_split)
         handle = load_model_file(args.weights, args.cfg, device=ctx.device, img_size=args.img, square=args.square,
-                                 backend=args.backend, cache_dir=args.cache_dir, augment=args.augment)
+                                 backend=args.backend, cache_dir=args.cache_dir, augment=args.augment,
+                                 resize=args.resize)
         args.img, args.square = handle.img_size, handle.square
         # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
         source = open_checked_split(args.data, args.split, handle.num_classes, args.weights, args.strict,

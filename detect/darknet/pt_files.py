@@ -108,10 +108,25 @@ def _describe(value) -> str:
     return f"a dict of {', '.join(kinds)}" if kinds else "an empty dict"
 
 
-def save_pt(model, path: str | Path, names=None, ema_state: dict | None = None) -> None:
-    """A weights-only checkpoint of a Darknet model: {"model", "ema", "cfg_text", "names"}, atomically."""
+def save_pt(model, path: str | Path, names=None, ema_state: dict | None = None, resize: str | None = None) -> None:
+    """A weights-only checkpoint of a Darknet model: {"model", "ema", "cfg_text", "names", "resize"}, atomically;
+    `resize` (how the weights see images) defaults to the cfg's letter_box."""
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    atomic_save({"model": state, "ema": ema_state, "cfg_text": model.cfg_text, "names": list(names or [])}, path)
+    mode = resize or ("letterbox" if model.net_options.get("letter_box") else "stretch")
+    atomic_save({"model": state, "ema": ema_state, "cfg_text": model.cfg_text, "names": list(names or []),
+                 "resize": mode}, path)
+
+
+def trained_resize(weights: str | Path | None) -> str | None:
+    """How a `.pt` was trained to see images (detect.data.resize_modes): the mode its run recorded (opts'
+    `resize`, or the top-level `resize` of a weights-only file), `letterbox` for a `.pt` from before the record
+    (this project trained that way only), None for Darknet weights or no file (the cfg's `letter_box` says)."""
+    if weights is None or not Path(weights).is_file() or not is_torch_checkpoint(weights):
+        return None
+    ckpt = load_checkpoint(weights)
+    opts = ckpt.get("opts")
+    mode = (opts.get("resize") if isinstance(opts, dict) else None) or ckpt.get("resize")
+    return mode if mode in ("letterbox", "stretch") else "letterbox"
 
 
 def trained_img_size(weights: str | Path | None) -> int | None:

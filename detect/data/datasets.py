@@ -27,6 +27,7 @@ from detect.data.augment import (
 from detect.data.augment_config import AugmentConfig
 from detect.data.device_augment import DeviceSample, collate_device
 from detect.data.images import load_image, load_image_for_size, resize_long_side
+from detect.data.resize_modes import check_resize_mode, stretch, stretch_ratio
 from detect.data.sample_plan import (
     GeometryPlan,
     SamplePlan,
@@ -81,8 +82,10 @@ class TrainDataset(Dataset):
     affine (and perspective), mixup with a second such sample (probability `mixup`), HSV and flips, at `img_size`."""
 
     def __init__(self, source: DatasetSource, img_size: int, augment: AugmentConfig, seed: int = 0,
-                 buffer_images: int = 0, epochs: int | None = None, image_cache=None):
+                 buffer_images: int = 0, epochs: int | None = None, image_cache=None, resize: str = "letterbox"):
         self.source = source
+        # stretch: every image (alone or a mosaic tile) first fills img_size x img_size, as Darknet trains
+        self.resize = check_resize_mode(resize, "resize")
         self.image_cache = image_cache  # detect.data.image_cache.ImageCache of decode_resized's outputs, or None
         self.records = source.records
         self.img_size = int(img_size)
@@ -100,7 +103,7 @@ class TrainDataset(Dataset):
         return len(self.records)
 
     def load_resized(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        """(image with long side = img_size, boxes scaled to it)."""
+        """(image with long side = img_size, or stretched to img_size x img_size, boxes scaled to it)."""
         if index in self._recent:
             self._recent.move_to_end(index)
             image, r = self._recent[index]
@@ -111,13 +114,19 @@ class TrainDataset(Dataset):
                 self._recent[index] = (image, r)
                 if len(self._recent) > self.buffer_images:
                     self._recent.popitem(last=False)
-        return image, self.records[index].boxes.astype(np.float64) * r
+        rec = self.records[index]
+        if self.resize == "stretch":  # the two ratios follow from the sizes (the cache keeps NaN)
+            rx, ry = stretch_ratio(rec.width, rec.height, image.shape[:2])
+            r = np.array([rx, ry, rx, ry])
+        return image, rec.boxes.astype(np.float64) * r
 
     def decode_resized(self, index: int) -> tuple[np.ndarray, float]:
         """Image `index` decoded and resized to long side img_size, and its scale from the original (what the
         image cache holds, built by this same method)."""
         rec = self.records[index]
         image, decoded_scale = load_image_for_size(rec.path, rec.width, rec.height, self.img_size)
+        if self.resize == "stretch":
+            return stretch(image, (self.img_size, self.img_size))[0], float("nan")
         image, r = resize_long_side(image, self.img_size)
         return image, r * decoded_scale
 
@@ -187,10 +196,13 @@ class TrainDataset(Dataset):
 
 
 class EvalDataset(Dataset):
-    """Letterboxed samples: each image at long side `img_size` in its canvas (`shapes`), with the metas to undo it."""
+    """Samples on their canvases (`shapes`) with the metas to undo the placement: letterboxed (each image at long
+    side `img_size`) or, with `resize` "stretch", resized to fill the canvas (ratio (x, y), no border)."""
 
-    def __init__(self, source: DatasetSource, shapes: np.ndarray, img_size: int, image_cache=None):
+    def __init__(self, source: DatasetSource, shapes: np.ndarray, img_size: int, image_cache=None,
+                 resize: str = "letterbox"):
         self.source = source
+        self.resize = check_resize_mode(resize, "resize")
         self.image_cache = image_cache  # decode_resized's outputs, or None
         self.records = source.records
         self.shapes = shapes  # [N, 2] (h, w) per image
@@ -201,8 +213,12 @@ class EvalDataset(Dataset):
         return len(self.records)
 
     def decode_resized(self, index: int) -> tuple[np.ndarray, float]:
-        """Image `index` at its scale in its canvas, and that scale (what the image cache holds)."""
-        return letterbox_resize(load_image(self.records[index].path), self.canvas(index), self.img_size)
+        """Image `index` at its scale in its canvas, and that scale (what the image cache holds; stretched: the
+        canvas-sized image, and NaN, as its two ratios follow from the sizes)."""
+        image = load_image(self.records[index].path)
+        if self.resize == "stretch":
+            return stretch(image, self.canvas(index))[0], float("nan")
+        return letterbox_resize(image, self.canvas(index), self.img_size)
 
     def canvas(self, index: int) -> tuple[int, int]:
         return int(self.shapes[index][0]), int(self.shapes[index][1])
@@ -215,10 +231,16 @@ class EvalDataset(Dataset):
             resized, ratio = cached if cached is not None else self.decode_resized(index)
         except OSError as e:  # still evaluated once (as an image with nothing found), so no image is lost
             self.unreadable.report(rec.path, e, "it is evaluated as a blank image")
-            resized, ratio = letterbox_resize(np.full((rec.height, rec.width, 3), PAD_VALUE, np.uint8),
-                                              (out_h, out_w), self.img_size)
-        out, ratio, (left, top) = letterbox_place(resized, ratio, (out_h, out_w))
-        boxes = rec.boxes.astype(np.float64) * ratio + np.array([left, top, left, top])
+            resized, ratio = np.full((out_h, out_w, 3), PAD_VALUE, np.uint8), float("nan")
+            if self.resize != "stretch":
+                resized, ratio = letterbox_resize(np.full((rec.height, rec.width, 3), PAD_VALUE, np.uint8),
+                                                  (out_h, out_w), self.img_size)
+        if self.resize == "stretch":
+            out, ratio, (left, top) = resized, stretch_ratio(rec.width, rec.height, (out_h, out_w)), (0, 0)
+            boxes = rec.boxes.astype(np.float64) * np.array([ratio[0], ratio[1], ratio[0], ratio[1]])
+        else:
+            out, ratio, (left, top) = letterbox_place(resized, ratio, (out_h, out_w))
+            boxes = rec.boxes.astype(np.float64) * ratio + np.array([left, top, left, top])
         labels = np.concatenate([rec.classes[:, None].astype(np.float32),
                                  xyxy_to_normalised_cxcywh(boxes, out_w, out_h)], 1)
         meta = {"image_id": rec.image_id, "orig_size": (rec.height, rec.width), "ratio": ratio,

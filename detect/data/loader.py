@@ -145,7 +145,8 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
                        rank: int, world_size: int, seed: int, cache_dir=None, split: str = "train",
                        buffer_images: int | None = None, max_batches: int | None = None,
                        epochs: int | None = None, cache: str | None = None,
-                       repeat_thresh: float | None = None, on_device: bool = False) -> TrainLoader:
+                       repeat_thresh: float | None = None, on_device: bool = False,
+                       resize: str = "letterbox") -> TrainLoader:
     """Per-process batches of `batch_size` at img_size x img_size (`TrainLoader`).
 
     The shuffle uses `seed` on every rank; each sample's augmentation is seeded by (seed, epoch, index), so it
@@ -166,10 +167,11 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
     if buffer_images is None:
         buffer_images = min(8 * batch_size, 512)
     dataset = TrainDataset(source, img_size, augment or AugmentConfig(), seed=seed, buffer_images=buffer_images,
-                           epochs=epochs)
+                           epochs=epochs, resize=resize)
     dataset.on_device = on_device
     if cache:
-        dataset.image_cache = attach_image_cache(source, dataset, img_size, "train", cache, cache_dir)
+        kind = "train" if resize == "letterbox" else f"train-{resize}"
+        dataset.image_cache = attach_image_cache(source, dataset, img_size, kind, cache, cache_dir)
         dataset.buffer_images = 0  # every image is a memory read away: no per-worker copies
     per_rank = -(-len(dataset) // world_size)
     if per_rank < batch_size:
@@ -188,14 +190,17 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
 
 
 def build_eval_loader(spec, split: str, img_size: int, batch_size: int, workers: int, stride: int, rank: int,
-                      world_size: int, rect: bool = True, cache_dir=None, cache: str | None = None) -> DataLoader:
-    """Letterboxed batches of this rank's share: whole batches dealt round-robin over the whole split."""
+                      world_size: int, rect: bool = True, cache_dir=None, cache: str | None = None,
+                      resize: str = "letterbox") -> DataLoader:
+    """Batches of this rank's share, letterboxed (or stretched onto square canvases): whole batches dealt
+    round-robin over the whole split."""
     source = open_split(spec, split, cache_dir)
     sizes = [(r.width, r.height) for r in source.records]
-    batches, shapes = eval_batches(sizes, batch_size, img_size, stride, rect)
-    dataset = EvalDataset(source, shapes, img_size)
-    if cache:  # the canvases are part of what is cached: the key carries them
+    batches, shapes = eval_batches(sizes, batch_size, img_size, stride, rect and resize != "stretch")
+    dataset = EvalDataset(source, shapes, img_size, resize=resize)
+    if cache:  # the canvases (and the resize mode) are part of what is cached: the key carries them
         kind = "eval-" + hashlib.sha1(np.ascontiguousarray(shapes, dtype=np.int64).tobytes()).hexdigest()[:8]
+        kind += "" if resize == "letterbox" else f"-{resize}"
         dataset.image_cache = attach_image_cache(source, dataset, img_size, kind, cache, cache_dir)
     return DataLoader(dataset, batch_sampler=ShardedBatchSampler(batches, rank, world_size),
                       collate_fn=collate_eval, **loader_kwargs(workers))

@@ -125,16 +125,21 @@ def validate_boxes(boxes: np.ndarray, classes: np.ndarray, width: int, height: i
 
 
 def validate_boxes_kept(boxes: np.ndarray, classes: np.ndarray, width: int, height: int, num_classes: int,
-                        path: str, report: BadInputReport) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`validate_boxes` plus which input boxes were kept (bool [n]), for per-box data that must follow them."""
+                        path: str, report: BadInputReport,
+                        lines: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`validate_boxes` plus which input boxes were kept (bool [n]), for per-box data that must follow them.
+    `lines` (the file's line number of each box, for text labels) puts the lines at fault into the report."""
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
     classes_f = np.asarray(classes, dtype=np.float64).reshape(-1)
     keep = np.ones(len(boxes), dtype=bool)
 
+    def at(mask: np.ndarray) -> str:
+        return f" (line(s) {first_few(np.asarray(lines)[mask].tolist())})" if lines is not None else ""
+
     def drop(mask: np.ndarray, kind: str, what: str) -> None:
         mask = mask & keep
         if mask.any():
-            report.add(kind, path, f"{int(mask.sum())} box(es): {what}", count=int(mask.sum()))
+            report.add(kind, path, f"{int(mask.sum())} box(es): {what}{at(mask)}", count=int(mask.sum()))
             keep[mask] = False
 
     finite = np.isfinite(boxes).all(1) & np.isfinite(classes_f)
@@ -152,7 +157,7 @@ def validate_boxes_kept(boxes: np.ndarray, classes: np.ndarray, width: int, heig
     clipped = np.clip(safe, 0.0, size)
     was_clipped = keep & (np.abs(clipped - safe) > 1e-6).any(1)
     if was_clipped.any():
-        report.add("clipped", path, f"{int(was_clipped.sum())} box(es) clipped to the image",
+        report.add("clipped", path, f"{int(was_clipped.sum())} box(es) clipped to the image{at(was_clipped)}",
                    count=int(was_clipped.sum()))
     sides = clipped[:, 2:] - clipped[:, :2]
     drop((sides < MIN_BOX_SIDE).any(1), "zero_area", "width or height <= 0")

@@ -1,11 +1,12 @@
-"""Dataset sources: COCO json, YOLO txt and VOC xml splits read into one record format (via the label cache).
+"""Dataset sources: COCO json, YOLO txt, VOC xml and Darknet obj.data splits read into one record format (via the
+label cache).
 
 A source exposes `records` (list of ImageRecord), `names`, `category_ids` (contiguous class index -> original
 category id, used to write COCO results; a class selection's own ids, detect.data.class_selection) and
 `coco_ground_truth()`: a pycocotools COCO of what the bad-input report
 kept, the boxes as training sees them. For a COCO json: its own annotations of the kept boxes and crowd regions
 (ids, `area`, `iscrowd` as written; a box clipped to its image is scored clipped, `area` stays the json's); what
-the report dropped is not scored. For YOLO txt and VOC xml: built from the records.
+the report dropped is not scored. For YOLO txt, Darknet and VOC xml: built from the records.
 """
 
 from __future__ import annotations
@@ -220,7 +221,8 @@ def _concat(parts: list[np.ndarray]) -> np.ndarray:
 
 
 def open_source(spec: DataSpec, split: str, cache_dir: Path | None = None) -> DatasetSource:
-    """The validated split of a coco, yolo or voc spec (synthetic specs are resolved to coco by the loader)."""
+    """The validated split of a coco, yolo, voc or darknet spec (synthetic specs are resolved to coco by the
+    loader)."""
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     images = spec.images(split)
     what = f"{Path(spec.source_file).stem} {split}"
@@ -249,6 +251,10 @@ def open_source(spec: DataSpec, split: str, cache_dir: Path | None = None) -> Da
         cache_file = cache_file_for(cache_dir, Path(spec.source_file).stem, split, f"{spec.path}|{spec.voc}")
         labels = cached_labels(cache_file, lambda: voc.fingerprint(items, spec.names, xml_files),
                                lambda: voc.scan(items, spec.names, xml_files), what)
+    elif spec.format == "darknet":
+        from detect.data.darknet_source import darknet_labels
+
+        labels = darknet_labels(spec, split, cache_dir, what)
     else:
         raise ValueError(f"{spec.source_file}: format {spec.format!r} has no files to open; "
                          f"use detect.data.loader, which generates the synthetic dataset first")

@@ -13,6 +13,7 @@ and files; without `path` the spec file's folder is the root; `train: ../train/i
 the root is read as `train/images`; `nc`, where given, must equal the number of `names`.
 `background_only: true` (or a list of splits) lets a yolo split have no label file at all; without it such a
 split is refused (detect.data.label_layouts), since it would train as all background.
+A Darknet obj.data (`key = value` lines) is read by detect.data.darknet_data as format `darknet`.
 Format `synthetic` takes `seed`, `train_images`, `val_images`, `test_images` (default 0: no test split) and an
 optional `path` (the generation folder).
 
@@ -33,6 +34,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -43,6 +45,9 @@ from detect.data.foreign_yaml import (
     infer_format,
     split_path,
 )
+
+if TYPE_CHECKING:
+    from detect.data.darknet_data import DarknetOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ("coco", "yolo", "voc", "synthetic")
@@ -85,6 +90,7 @@ class DataSpec:
     # (train and val always: _voc_options requires both, or val_fraction to draw them from one pool)
     selection: ClassSelection = ClassSelection()  # `classes:` of the spec; --single-cls sets single_cls
     background_only: tuple[str, ...] = ()  # yolo splits allowed to have no label file at all
+    darknet: DarknetOptions | None = None  # format darknet: what the obj.data says (detect.data.darknet_data)
 
     def has_split(self, split: str) -> bool:
         if self.format == "synthetic":
@@ -106,6 +112,8 @@ class DataSpec:
     def _split_path(self, split: str, suffix: str) -> Path:
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        if self.darknet is not None and not suffix:  # the obj.data's line and both places tried
+            return self.darknet.split_file(split)
         key = split + suffix
         value = getattr(self, key)
         if value is None:
@@ -121,8 +129,6 @@ class DataSpec:
 def default_cache_dir() -> Path:
     """$DETECT_CACHE, else the user's cache folder ($XDG_CACHE_HOME or ~/.cache) /detect: label caches and generated
     data belong to the user, wherever the tools run from (never inside the source tree or site-packages)."""
-    import os
-
     if os.environ.get("DETECT_CACHE"):
         return Path(os.environ["DETECT_CACHE"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "detect"
@@ -257,6 +263,9 @@ def load_data_spec(path: str | Path, overrides: Mapping | None = None) -> DataSp
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"data spec {path} not found (see data/README.md for the available specs)")
+    from detect.data.darknet_data import darknet_spec_fields, is_darknet_data
+    if is_darknet_data(path):
+        return DataSpec(**darknet_spec_fields(path, overrides))
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
@@ -268,10 +277,13 @@ def load_data_spec(path: str | Path, overrides: Mapping | None = None) -> DataSp
 
 
 def read_class_names(path: str | Path) -> list[str]:
-    """Class names from a .names file (one per line) or a data spec (its names, else its COCO json)."""
+    """Class names from a .names file (one per line), a Darknet obj.data or a data spec (names, else COCO json)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"--names {path}: file not found (give a .names file or a data spec)")
+    from detect.data.darknet_data import is_darknet_data, read_darknet_names
+    if is_darknet_data(path):
+        return list(read_darknet_names(path))
     if path.suffix not in (".yaml", ".yml"):
         return [line.strip() for line in path.read_text().splitlines() if line.strip()]
     spec = load_data_spec(path)

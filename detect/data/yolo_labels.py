@@ -22,7 +22,7 @@ from detect.data.records import (
     ImageRecord,
     first_few,
     image_ids_for,
-    validate_boxes,
+    validate_boxes_kept,
 )
 
 
@@ -54,10 +54,12 @@ def fingerprint(files: list[Path], names, layout: str) -> str:
     return fp.hexdigest()
 
 
-def parse_label_text(text: str, with_confidence: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+def parse_label_text(text: str, with_confidence: list | None = None,
+                     line_numbers: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(classes float64 [n], boxes normalised cxcywh float64 [n,4]); raises ValueError naming the bad line.
     A line of 6 values (class cx cy w h confidence, as `detect.predict --save-txt --save-conf` writes pseudo-labels)
-    is a box, the confidence ignored; its line number goes into `with_confidence`."""
+    is a box, the confidence ignored; its line number goes into `with_confidence`. `line_numbers` receives the
+    line of each box."""
     classes, boxes = [], []
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split()
@@ -78,6 +80,8 @@ def parse_label_text(text: str, with_confidence: list | None = None) -> tuple[np
             raise ValueError(f"line {number}: {len(values)} values; want 5 (class cx cy w h), 6 (and a confidence, "
                              f"ignored) or a polygon (class x1 y1 x2 y2 x3 y3 ...)")
         classes.append(values[0])
+        if line_numbers is not None:
+            line_numbers.append(number)
     return np.array(classes, dtype=np.float64), np.array(boxes, dtype=np.float64).reshape(-1, 4)
 
 
@@ -92,20 +96,33 @@ def scan(files: list[Path], names, layout: str) -> SplitLabels:
         if probe is None:
             dropped.append(image_id)
             continue
-        label = label_path(path, layout)
-        try:
-            text = label.read_text() if label is not None and label.exists() else ""
-            confident: list[int] = []
-            classes, cxcywh = parse_label_text(text, confident)
-        except (ValueError, UnicodeDecodeError) as e:
-            report.add("label_syntax", label, str(e))
+        read = read_boxes(label_path(path, layout), probe, len(names), report)
+        if read is None:
             dropped.append(image_id)
             continue
-        if confident:
-            report.add("confidence_column", label, f"{len(confident)} line(s) with a 6th value (a confidence), read as "
-                       f"boxes with it ignored: line(s) {first_few(confident)}", count=len(confident))
-        scale = np.array([probe.width, probe.height] * 2, dtype=np.float64)
-        xyxy = np.concatenate([cxcywh[:, :2] - cxcywh[:, 2:] / 2, cxcywh[:, :2] + cxcywh[:, 2:] / 2], 1) * scale
-        boxes, classes = validate_boxes(xyxy, classes, probe.width, probe.height, len(names), str(label), report)
+        boxes, classes = read
         records.append(ImageRecord(str(path), probe.width, probe.height, boxes, classes, image_id))
     return SplitLabels(records, tuple(names), list(range(len(names))), dropped, report)
+
+
+def read_boxes(label: Path | None, probe, num_classes: int,
+               report: BadInputReport) -> tuple[np.ndarray, np.ndarray] | None:
+    """The validated boxes (xyxy pixels, classes) of one image of `probe`'s size from its label file (none when
+    `label` is None or absent: a background image); None when the file cannot be read, reported as label_syntax
+    with the line at fault. Boxes dropped or clipped are reported with their lines."""
+    try:
+        text = label.read_text() if label is not None and label.exists() else ""
+        confident: list[int] = []
+        lines: list[int] = []
+        classes, cxcywh = parse_label_text(text, confident, lines)
+    except (ValueError, UnicodeDecodeError) as e:
+        report.add("label_syntax", label, str(e))
+        return None
+    if confident:
+        report.add("confidence_column", label, f"{len(confident)} line(s) with a 6th value (a confidence), read as "
+                   f"boxes with it ignored: line(s) {first_few(confident)}", count=len(confident))
+    scale = np.array([probe.width, probe.height] * 2, dtype=np.float64)
+    xyxy = np.concatenate([cxcywh[:, :2] - cxcywh[:, 2:] / 2, cxcywh[:, :2] + cxcywh[:, 2:] / 2], 1) * scale
+    boxes, classes, _ = validate_boxes_kept(xyxy, classes, probe.width, probe.height, num_classes, str(label), report,
+                                            np.array(lines, dtype=np.int64))
+    return boxes, classes

@@ -123,7 +123,8 @@ def map_cfg_training(cfg, hyp_keys: set[str]) -> CfgTraining:
     return out
 
 
-NO_EQUIVALENT = {"letter_box": "training always letterboxes here (inference follows the model's own setting)",
+NO_EQUIVALENT = {"letter_box": "training feeds images as --resize says (letterbox unless given: measured better "
+                               "for fine-tunes, docs/benchmarks.md); best.pt records it and inference follows it",
                  "cutmix": "no cutmix here", "aspect": "no aspect jitter here (scale covers size)",
                  "blur": "no blur here", "gaussian_noise": "no noise here"}
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from detect.darknet.load import check_img_size
 from detect.engine.config import load_hyp
+from detect.engine.mlflow_logger import mlflow_available
 from detect.engine.optim import OPTIMIZERS, SCHEDULES
 from detect.runtime.commands import DefaultsHelpFormatter
 from detect.runtime.dist import DEFAULT_TIMEOUT_S
@@ -62,10 +63,13 @@ class TrainOptions:
     cache_dir: str | None = None
     cache: str | None = None  # ram | disk: decoded images kept between epochs (detect.data.image_cache)
     augment_on: str = "host"  # host | device: where a batch's pixels are augmented
+    resize: str = "letterbox"  # letterbox | stretch: how images are fed (recorded in the .pt; inference follows)
     coco_backend: str = "faster-coco-eval"
-    metric: str = "coco"  # the fitness of best.pt: coco (mAP@0.5:0.95), voc07 / voc12 (VOC mAP@0.5)
+    metric: str = "coco"  # the fitness of best.pt: coco (mAP@0.5:0.95), voc07 / voc12 (VOC mAP@0.5), darknet
     plots: bool = True
     tensorboard: bool = False
+    mlflow: bool = False  # also on when MLFLOW_TRACKING_URI is set (detect.engine.monitor.make_loggers)
+    mlflow_experiment: str = "detect"
     dist_timeout: float = DEFAULT_TIMEOUT_S  # seconds a collective waits for the slowest rank (detect.runtime.dist)
     # the options the command line named (not saved): --resume checks them against the run's own
     given: tuple[str, ...] = field(default=(), compare=False)
@@ -95,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cfg", default=None,
                    help="Darknet model .cfg (default: the cfg a .pt in --weights was trained with, else "
                         "cfg/yolo-mini.cfg)")
-    p.add_argument("--data", default=d.data, help="dataset spec yaml (data/*.yaml)")
+    p.add_argument("--data", default=d.data, help="dataset spec yaml (data/*.yaml), or a Darknet obj.data")
     p.add_argument("--hyp", default=None,
                    help="hyperparameter yaml (optimiser, loss gains, augmentation); keys left out keep their "
                         "defaults, which cfg/hyp.yaml lists (default: those defaults); 'cfg': the Darknet cfg's own "
@@ -164,15 +168,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where training images are augmented: host = the loader workers (OpenCV); device = the "
                         "whole batch on the training device (the workers draw and send the source pixels; the same "
                         "boxes, the pixels within rounding; docs/benchmarks.md \"One H200\" has the figures)")
+    p.add_argument("--resize", default=d.resize, choices=("letterbox", "stretch"),
+                   help="how images are fed in training and evaluation: letterbox (keep the aspect ratio) or "
+                        "stretch (fill the square, Darknet's letter_box=0); best.pt records it and val, predict and "
+                        "export follow it")
     p.add_argument("--coco-backend", default=d.coco_backend, choices=("faster-coco-eval", "pycocotools"),
                    help="COCOeval engine of the evaluations (the same numbers; faster-coco-eval is C++)")
-    p.add_argument("--metric", default=d.metric, choices=("coco", "voc07", "voc12"),
+    p.add_argument("--metric", default=d.metric, choices=("coco", "voc07", "voc12", "darknet"),
                    help="what best.pt and --patience follow: coco = mAP@0.5:0.95; voc07 / voc12 = VOC mAP@0.5 "
-                        "(11-point / all-point, as Darknet's detector map), logged beside COCO's each evaluation")
+                        "(11-point / all-point); darknet = Darknet's own detector map mAP@0.50 (its image reading "
+                        "and resize, detect.val --metric darknet); logged beside COCO's each evaluation")
     p.add_argument("--no-plots", dest="plots", action="store_false",
                    help="no pictures in the run folder (results.png, labels.png, PR/F1/confusion, mosaics)")
     p.add_argument("--tensorboard", action="store_true",
                    help="log losses, lr, mAPs and images/s per epoch for TensorBoard in the run folder")
+    p.add_argument("--mlflow", action="store_true",
+                   help="log the run to MLflow: params, metrics per epoch, plots, best.pt, status (the store: "
+                        "MLFLOW_TRACKING_URI, which alone turns this on; else sqlite:///mlflow.db here)")
+    p.add_argument("--mlflow-experiment", default=d.mlflow_experiment, metavar="NAME",
+                   help="the MLflow experiment a new run goes into (made if missing)")
     p.add_argument("--dist-timeout", type=float, default=d.dist_timeout, metavar="SECONDS",
                    help="a rank that does not reach a collective within this ends the group, with a message "
                         "naming it (long enough for rank 0 to build a label cache or run COCOeval)")
@@ -220,12 +234,14 @@ def validate(opts: TrainOptions) -> TrainOptions:
         raise FileNotFoundError(f"--weights {opts.weights}: no such file")
     if opts.tensorboard and not tensorboard_available():
         raise ValueError("--tensorboard needs the tensorboard package (pip install tensorboard)")
+    if opts.mlflow and not mlflow_available():
+        raise ValueError("--mlflow needs the mlflow-skinny package: pip install -e \".[mlflow]\"")
     return opts
 
 
 # options a resumed run may take afresh (where it runs, not what it trains); --epochs extends or shortens it
 RESUME_MAY_CHANGE = frozenset({"resume", "device", "workers", "dist_timeout", "cache", "cache_dir", "epochs",
-                               "project", "augment_on"})
+                               "project", "augment_on", "mlflow", "mlflow_experiment"})
 PATH_OPTIONS = ("cfg", "data", "hyp", "weights", "cache_dir")
 
 

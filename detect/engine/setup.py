@@ -1,7 +1,7 @@
 """Everything a training run is built from, in order: what the run is (detect.engine.run_plan: cfg, hyp, options,
 folder), the data sources, the model (weights, anchors, head priors, frozen layers), the fine-tune plan, DDP, the
-optimiser and schedule, the evaluator and the monitor, gathered into a `Trainer` (`build_trainer`); a resumed run
-restores its checkpoint here.
+optimiser and schedule, the evaluator, the run loggers and the plots, gathered into a `Trainer` (`build_trainer`); a
+resumed run restores its checkpoint here.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from detect.engine.class_weights import resolve_class_weights
 from detect.engine.config import Hyp
 from detect.engine.ema import ModelEMA
 from detect.engine.loss import YoloLoss
-from detect.engine.monitor import ResultsCsv, chain
+from detect.engine.monitor import chain, make_loggers
 from detect.engine.optim import (
     LRSchedule,
     accumulation_steps,
@@ -29,6 +29,7 @@ from detect.engine.optim import (
     scaled_parameter_names,
 )
 from detect.engine.options import TrainOptions, training_size
+from detect.engine.run_loggers import RunInfo
 from detect.engine.run_plan import plan_new_run, prepare
 from detect.engine.trainer import Trainer
 from detect.engine.trainer_state import TrainSetup
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 
 def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, stride: int, ctx, on_result=None,
                    cache: str | None = None, cache_dir=None, backend: str = "faster-coco-eval",
-                   metric: str = "coco"):
+                   metric: str = "coco", resize: str = "letterbox"):
     """A callable(model) -> (fitness, metrics) over the opened val split, or None without one; the fitness is
     mAP@0.5:0.95, or with `metric` voc07 / voc12 VOC's mAP@0.5; `on_result(EvalResult)` sees each result."""
     from detect.data.loader import build_eval_loader
@@ -51,18 +52,23 @@ def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, str
         log.warning("the data spec has no val split: best.pt follows the training loss")
         return None
     loader = build_eval_loader(val_source, "val", img_size, batch_size, workers, stride, ctx.rank, ctx.world_size,
-                               cache_dir=cache_dir, cache=cache)
-    evaluator = CocoEvaluator(val_source, backend=backend, metric=metric)
+                               cache_dir=cache_dir, cache=cache, resize=resize)
+    evaluator = CocoEvaluator(val_source, backend=backend, metric="coco" if metric == "darknet" else metric)
 
     def run(model):
         result = evaluate(model, loader, evaluator, ctx.device, channels_last=uses_channels_last(ctx.device))
         voc = f"  {metric.upper()} mAP@0.5 {result.voc.map50:.4f}" if result.voc is not None else ""
+        fitness = result.voc.map50 if result.voc is not None else result.map
+        if metric == "darknet":  # Darknet's detector map (its own reading and resize) is the fitness
+            from detect.evaluation.darknet_eval import darknet_split_map
+
+            fitness = darknet_split_map(model, val_source, resize == "letterbox", 0, ctx.rank, ctx.world_size).map
+            voc = f"  Darknet mAP@0.50 {fitness:.4f}"
         log.info("val: mAP@0.5 %.4f  mAP@0.5:0.95 %.4f%s (%d images)", result.map50, result.map, voc,
                  result.num_images)
         if on_result is not None:
             on_result(result)
-        return (result.voc.map50 if result.voc is not None else result.map), {"map50": result.map50,
-                                                                              "map": result.map}
+        return fitness, {"map50": result.map50, "map": result.map}
 
     return run
 
@@ -178,9 +184,10 @@ def build_optimisation(model, opts: TrainOptions, hyp: Hyp, ctx: dist.DistContex
 
 
 def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Path, cfg_source,
-                weights: str | None, sources=None, monitor=None, ckpt: dict | None = None) -> TrainSetup:
+                weights: str | None, sources=None, on_evaluation=None, ckpt: dict | None = None) -> TrainSetup:
     """Everything the loop needs; `sources` (train, val) are opened from --data unless given. `opts.nbs` is
-    decided (plan_new_run, or a checkpoint's). A resumed run (`ckpt`) takes its optimiser groups from there."""
+    decided (plan_new_run, or a checkpoint's). A resumed run (`ckpt`) takes its optimiser groups from there.
+    `on_evaluation(EvalResult)` hears of each evaluation."""
     from detect.data.loader import build_train_loader
 
     if opts.nbs is None:
@@ -198,10 +205,10 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
                                 ctx.rank, ctx.world_size, opts.seed, cache_dir=opts.cache_dir,
                                 max_batches=opts.max_batches, epochs=opts.epochs, cache=opts.cache,
                                 repeat_thresh=opts.repeat_thresh if opts.sampler == "repeat-factor" else None,
-                                on_device=opts.augment_on == "device")
+                                on_device=opts.augment_on == "device", resize=opts.resize)
     evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx,
-                                 monitor.on_evaluation if monitor is not None else None, opts.cache,
-                                 opts.cache_dir, opts.coco_backend, opts.metric)
+                                 on_evaluation, opts.cache, opts.cache_dir, opts.coco_backend, opts.metric,
+                                 opts.resize)
     optimizer, schedule, accumulate, steps_per_epoch = build_optimisation(model, opts, hyp, ctx, len(loader),
                                                                              transferred)
     amp = amp_dtype(opts.amp, ctx.device)
@@ -223,16 +230,14 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
                       channels_last=uses_channels_last(ctx.device), img_size=img_size)
 
 
-def make_monitor(opts: TrainOptions, ctx: dist.DistContext, run_dir: Path, sources, new_run: bool):
-    """The run's plots and TensorBoard log (detect.engine.monitor) on rank 0; None elsewhere or when both are off."""
-    if not ctx.is_main or not (opts.plots or opts.tensorboard):
+def make_monitor(opts: TrainOptions, ctx: dist.DistContext, run_dir: Path, sources, loggers):
+    """The run's plots (detect.engine.monitor) on rank 0, each told to the run `loggers`; None elsewhere or with
+    --no-plots."""
+    if not ctx.is_main or not opts.plots:
         return None
     from detect.engine.monitor import RunMonitor
 
-    monitor = RunMonitor(run_dir, sources[0].names, opts.epochs, sources[1], opts.plots, opts.tensorboard)
-    if new_run:
-        monitor.plot_labels(sources[0].records)
-    return monitor
+    return RunMonitor(run_dir, sources[0].names, opts.epochs, sources[1], opts.plots, loggers.log_plot)
 
 
 def build_trainer(opts: TrainOptions, ctx: dist.DistContext, trainer_cls=Trainer) -> Trainer:
@@ -264,15 +269,21 @@ def _build_trainer(opts, hyp, run_dir, cfg_source, weights, ckpt, chosen, ctx, t
     if ckpt is None:  # a resumed run keeps the choices its checkpoint recorded
         opts, hyp = plan_new_run(opts, hyp, ctx, sources[0], weights, chosen)
     torch.manual_seed(opts.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
-    monitor = make_monitor(opts, ctx, run_dir, sources, new_run=ckpt is None)
-    setup = build_setup(opts, hyp, ctx, run_dir, cfg_source, weights, sources, monitor, ckpt)
+    loggers = make_loggers(opts, run_dir) if ctx.is_main else None
+    monitor = make_monitor(opts, ctx, run_dir, sources, loggers)
+    setup = build_setup(opts, hyp, ctx, run_dir, cfg_source, weights, sources,
+                        chain(loggers and loggers.on_evaluation, monitor and monitor.on_evaluation), ckpt)
+    setup.loggers = loggers
     torch.manual_seed(opts.seed + 1000 * ctx.rank + 1)  # per-rank stream for anything random in the loop
     if ctx.is_main and ckpt is None:
         atomic_write_text(run_dir / "opts.yaml", yaml.safe_dump(opts.to_dict(), sort_keys=False))
         atomic_write_text(run_dir / "hyp.yaml", yaml.safe_dump(hyp.to_dict(), sort_keys=False))
-    trainer = trainer_cls(setup, on_epoch_end=chain(ResultsCsv(run_dir / "results.csv"),
-                                                    monitor and monitor.on_epoch_end),
-                          on_batch=monitor and monitor.on_batch)
+    trainer = trainer_cls(setup, on_batch=monitor and monitor.on_batch,
+                          on_epoch_end=chain(loggers and loggers.on_epoch_end, monitor and monitor.on_epoch_end))
     if ckpt is not None:
         trainer.restore(ckpt)
+    if loggers is not None:  # the last step: a run that fails from here on ends its loggers (detect.train)
+        loggers.start(RunInfo(run_dir, opts.to_dict(), hyp.to_dict(), ctx.world_size, resumed=ckpt is not None))
+        if monitor is not None and ckpt is None:
+            monitor.plot_labels(sources[0].records)
     return trainer

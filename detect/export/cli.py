@@ -25,6 +25,7 @@ from detect.darknet.load import check_img_size, load_model
 from detect.darknet.pt_files import trained_img_size
 from detect.data.spec import read_class_names
 from detect.inference.cli_flags import flag_name
+from detect.inference.loading import model_resize
 from detect.inference.predictor import check_ranges
 from detect.runtime.commands import DefaultsHelpFormatter, run_command
 from detect.runtime.dist import resolve_device
@@ -67,6 +68,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-int8-check", action="store_true",
                    help="--int8: skip that evaluation (the float and the int8 graph on the val split)")
     p.add_argument("--nms", action="store_true", help="NMS in the graph: outputs detections and their counts")
+    p.add_argument("--resize", default=None, choices=("letterbox", "stretch"),
+                   help="the resize mode written to the ONNX metadata (default: the model's own: what a .pt was "
+                        "trained with, else the cfg's letter_box)")
     p.add_argument("--conf", type=float, default=0.25, help="--nms: default confidence threshold (an input)")
     p.add_argument("--iou", type=float, default=0.45, help="--nms: default IoU threshold (an input)")
     p.add_argument("--max-det", type=int, default=300, help="--nms: detections per image at most")
@@ -133,10 +137,14 @@ def run(args) -> Path:
         raise ValueError(f"--names {args.names or args.weights} lists {len(names)} classes but the model predicts "
                          f"{model.num_classes}")
     stem = _output_stem(args)
+    resize, why = model_resize(model, args.weights)
+    if args.resize is not None and args.resize != resize:
+        log.info("--resize %s: overrides the mode the model was made for (%s, %s)", args.resize, resize, why)
+        resize = args.resize
     if args.format == "darknet":
         from .darknet_export import export_darknet
 
-        files = export_darknet(model, stem, names)
+        files = export_darknet(model, stem, names, resize)
         print(f"Darknet files written: {files.cfg}, {files.weights}" + (f", {files.names}" if files.names else ""))
         return files.weights
     from .onnx_export import OnnxExportOptions, export_onnx
@@ -144,7 +152,7 @@ def run(args) -> Path:
     path = stem if args.output else onnx_name(stem, args, img_size, default_size)
     options = OnnxExportOptions(img_size=img_size, batch=args.batch, dynamic=args.dynamic, half=args.half,
                                 nms=args.nms, conf=args.conf, iou=args.iou, max_det=args.max_det,
-                                multi_label=args.multi_label, opset=args.opset, device=str(device))
+                                multi_label=args.multi_label, opset=args.opset, device=str(device), resize=resize)
     if not args.int8:
         export_onnx(model, path, options, names)
         print(f"ONNX model written: {path}")

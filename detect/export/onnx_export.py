@@ -43,6 +43,7 @@ class OnnxExportOptions:
     max_det: int = 300
     multi_label: bool = False
     opset: int = DEFAULT_OPSET
+    resize: str = "letterbox"  # how the model sees images, written to the metadata (detect.data.resize_modes)
 
 
 def _dynamic_shapes(dynamic: bool, stride: int):
@@ -116,7 +117,7 @@ def export_onnx(model, path, options: OnnxExportOptions, names: list[str] | None
         input_size=None if options.dynamic else (h, w), batch=batch, precision="fp16" if options.half else "fp32",
         output="nms" if options.nms else "rows",
         nms={"conf": options.conf, "iou": options.iou, "max_det": options.max_det,
-             "multi_label": options.multi_label} if options.nms else None)
+             "multi_label": options.multi_label} if options.nms else None, resize=options.resize)
     del proto.metadata_props[:]
     for key, value in metadata.to_props().items():
         proto.metadata_props.add(key=key, value=value)

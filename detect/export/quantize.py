@@ -57,17 +57,18 @@ def float_convolutions(model_proto) -> list[str]:
 
 
 class _Calibration:
-    """onnxruntime's CalibrationDataReader protocol over letterboxed images (read lazily, one at a time)."""
+    """onnxruntime's CalibrationDataReader protocol over images prepared as the model sees them (letterboxed or
+    stretched: `resize`), read lazily, one at a time."""
 
-    def __init__(self, paths: list[Path], shape: tuple[int, int], input_name: str):
-        self.paths, self.shape, self.input_name = iter(paths), shape, input_name
+    def __init__(self, paths: list[Path], shape: tuple[int, int], input_name: str, resize: str = "letterbox"):
+        self.paths, self.shape, self.input_name, self.resize = iter(paths), shape, input_name, resize
         self.used = 0
 
     def get_next(self):
         from detect.data.images import BadImage, read_image
         from detect.inference.predictor import InferenceSettings, model_input
 
-        settings = InferenceSettings(max(self.shape), fixed_shape=self.shape)
+        settings = InferenceSettings(max(self.shape), fixed_shape=self.shape, resize=self.resize)
         for path in self.paths:
             try:
                 image = read_image(path)
@@ -86,8 +87,8 @@ class _DropAdvice(logging.Filter):
 
 
 def quantize_int8(float_path: Path, out_path: Path, images: list[Path], shape: tuple[int, int]) -> OnnxMetadata:
-    """Write the int8 version of the float graph `float_path` to `out_path`, calibrated on `images` letterboxed
-    to `shape` (h, w)."""
+    """Write the int8 version of the float graph `float_path` to `out_path`, calibrated on `images` brought to
+    `shape` (h, w) as the graph's metadata says (letterbox or stretch)."""
     onnx = require("onnx")
     quantization = require("onnxruntime.quantization")
     if not images:
@@ -95,7 +96,7 @@ def quantize_int8(float_path: Path, out_path: Path, images: list[Path], shape: t
     model = onnx.load(str(float_path))
     metadata = OnnxMetadata.from_props({p.key: p.value for p in model.metadata_props}, float_path)
     keep = float_convolutions(model)
-    reader = _Calibration(images, shape, model.graph.input[0].name)
+    reader = _Calibration(images, shape, model.graph.input[0].name, metadata.resize)
     tmp = out_path.with_name(out_path.name + ".quantizing")
     root = logging.getLogger()
     quiet = _DropAdvice()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from detect.data.resize_modes import RESIZE_MODES
 from detect.ops.slicing import DEFAULT_OVERLAP
 from detect.runtime.precision import AMP_DTYPES
 
@@ -27,8 +28,8 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_inference_flags(p: argparse.ArgumentParser, *, conf: float, iou: float, batch: int, batch_help: str) -> None:
-    """--img-size, --batch-size, --conf, --iou, --max-det, --square, --augment, --slice, --overlap, --amp, --half,
-    --device and --backend."""
+    """--img-size, --batch-size, --conf, --iou, --max-det, --square, --resize, --augment, --slice, --overlap, --amp,
+    --half, --device and --backend."""
     p.add_argument("--img-size", "--img", dest="img", type=int, default=None,
                    help="input size (long side), a multiple of the model's largest stride (default: the size a .pt "
                         "was trained at, else the cfg's [net] size; an ONNX export's own size)")
@@ -38,6 +39,9 @@ def add_inference_flags(p: argparse.ArgumentParser, *, conf: float, iou: float, 
     p.add_argument("--max-det", type=int, default=300, help="detections per image at most")
     p.add_argument("--square", action="store_true", help="square img x img letterbox instead of the image's own "
                    "rect canvas (long side at --img-size, at least half a stride of border)")
+    p.add_argument("--resize", default=None, choices=RESIZE_MODES,
+                   help="how images become the input (default: the model's own: what a .pt was trained with, "
+                        "else the cfg's [net] letter_box, 0 = stretch as Darknet does; an ONNX export's metadata)")
     p.add_argument("--augment", action="store_true",
                    help="test-time augmentation: the images also at 0.83 (mirrored) and 0.67 of the size, every "
                         "pass's boxes merged by one NMS (about 2x the inference time)")

@@ -16,8 +16,6 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-RESIZE_MODES = ("letterbox",)  # the cfg's letter_box=0 (stretch) is to come
-
 
 @runtime_checkable
 class Runner(Protocol):
@@ -54,7 +52,7 @@ class ModelHandle:
     square: bool  # img_size x img_size canvases instead of each image's rect canvas
     engine: str  # "torch", "ncnn", "openvino" or "onnxruntime"
     path: Path
-    resize: str = "letterbox"  # how an image becomes the input (RESIZE_MODES)
+    resize: str = "letterbox"  # how an image becomes the input (detect.data.resize_modes)
 
     @property
     def num_classes(self) -> int:

@@ -11,6 +11,7 @@ export (it runs the model at other sizes).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 from dataclasses import dataclass
@@ -19,8 +20,9 @@ from pathlib import Path
 import torch
 
 from detect.darknet.load import check_img_size, for_inference, load_model
-from detect.darknet.pt_files import trained_img_size
+from detect.darknet.pt_files import trained_img_size, trained_resize
 from detect.darknet.transfer import COCO_NAMES
+from detect.data.resize_modes import check_resize_mode
 from detect.data.spec import default_cache_dir, read_class_names
 
 from .engines import cpu_backend, load_cpu_engine
@@ -37,10 +39,11 @@ class Spelling:
     img_size: str
     names: str
     augment: str
+    resize: str
 
 
-CLI = Spelling("--img-size", "--names", "--augment")
-API = Spelling("img_size", "names=", "augment=True")
+CLI = Spelling("--img-size", "--names", "--augment", "--resize")
+API = Spelling("img_size", "names=", "augment=True", "resize=")
 
 
 def is_onnx_path(path) -> bool:
@@ -49,22 +52,46 @@ def is_onnx_path(path) -> bool:
 
 
 def load_model_file(weights, cfg=None, *, device: torch.device, img_size: int | None = None, square: bool = False,
-                    backend: str = "auto", cache_dir=None, augment: bool = False,
+                    backend: str = "auto", cache_dir=None, augment: bool = False, resize: str | None = None,
                     spelling: Spelling = CLI) -> ModelHandle:
     """`weights` ready for inference on `device` (module docstring). A `.pt` / `.weights` model is loaded exactly,
     its `img_size` checked against its largest stride before anything runs, and run by `backend` on the CPU
-    (`load_darknet`). ValueError for a size the file cannot take, and for `augment` with a fixed-size export."""
+    (`load_darknet`). The handle's resize mode is the model's own (`model_resize`) unless `resize` overrides it
+    (one log line). ValueError for a size the file cannot take, and for `augment` with a fixed-size export."""
+    if resize is not None:
+        check_resize_mode(resize, spelling.resize)
     if is_onnx_path(weights):
         handle = _load_onnx(weights, device, img_size, square, backend, spelling)
     else:
-        runner, names, img_size = load_darknet(weights, cfg, device, img_size, spelling.img_size, backend, cache_dir)
+        runner, names, img_size, mode = load_darknet(weights, cfg, device, img_size, spelling.img_size, backend,
+                                                     cache_dir)
         handle = ModelHandle(runner, names, img_size, None, square, getattr(runner, "engine", "torch"),
-                             Path(weights))
+                             Path(weights), mode)
     if augment and handle.input_shape is not None:
         h, w = handle.input_shape
         raise ValueError(f"{spelling.augment} runs the model at other sizes, but {weights} takes {h}x{w} inputs "
                          f"only; export it with --dynamic")
-    return handle
+    return with_resize(handle, resize, spelling.resize)
+
+
+def with_resize(handle: ModelHandle, resize: str | None, flag: str = "--resize") -> ModelHandle:
+    """`handle` fed by `resize` instead of its model's own mode (logged once), or as it is for None. Stretching
+    fills the network's square (or fixed) input, so it implies square canvases."""
+    if resize is None or resize == handle.resize:
+        return handle
+    log.info("%s %s: overrides the mode %s was made for (%s); its boxes may be worse than with %s", flag,
+             resize, handle.path.name, handle.resize, handle.resize)
+    return dataclasses.replace(handle, resize=resize)
+
+
+def model_resize(model, weights) -> tuple[str, str]:
+    """(the resize mode `model` loaded from `weights` expects, why): what a `.pt` recorded, else the cfg's
+    `[net] letter_box` (0, Darknet's default: stretch; 1: letterbox), as Darknet feeds its weights."""
+    recorded = trained_resize(weights)
+    if recorded is not None:
+        return recorded, f"as {Path(weights).name} was trained"
+    letter_box = int(model.net_options.get("letter_box", 0))
+    return ("letterbox" if letter_box else "stretch"), f"the cfg's letter_box={letter_box}"
 
 
 def check_onnx_backend(weights, backend: str) -> None:
@@ -86,6 +113,7 @@ def _load_onnx(weights, device, img_size: int | None, square: bool, backend: str
     check_onnx_backend(weights, backend)
     runner = _onnx_runtime(weights).load_onnx_model(weights, str(device))
     fixed = tuple(runner.input_size) if runner.input_size is not None else None
+    mode = getattr(runner, "resize", "letterbox")  # exports from before the metadata said were letterboxed
     if img_size is None:
         img_size = max(fixed) if fixed else DEFAULT_DYNAMIC_SIZE
         log_default_size(spelling.img_size, img_size, f"{Path(weights).name}'s " + (
@@ -101,12 +129,13 @@ def _load_onnx(weights, device, img_size: int | None, square: bool, backend: str
         square = fixed[0] == fixed[1]
     engine = getattr(runner, "engine", "onnxruntime")
     return ModelHandle(runner, list(runner.names) if runner.names else None, img_size, fixed, square, engine,
-                       Path(weights))
+                       Path(weights), mode)
 
 
 def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag: str, backend: str = "auto",
                  cache_dir=None):
-    """(runner, the names it carries or None, input size): the size given (`flag`), else the size a `.pt` was
+    """(runner, the names it carries or None, input size, resize mode (`model_resize`)): the size given (`flag`),
+    else the size a `.pt` was
     trained at, else the cfg's [net] size; a multiple of the model's largest stride, checked before anything runs
     (the model is built at its cfg's size, which any such multiple can run at).
     `backend` (detect.inference.engines.cpu_backend): on the CPU `auto` runs the model on ncnn where its layers
@@ -120,15 +149,18 @@ def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag:
         log_default_size(flag, img_size, f"the size {Path(weights).name} was trained at" if trained else
                          f"the [net] size of {cfg_name}")
     check_img_size(img_size, loaded.model.max_stride, flag)
+    mode, why = model_resize(loaded.model, weights)
+    log.info("%s: images are %s to the input (%s)", Path(weights).name,
+             "stretched" if mode == "stretch" else "letterboxed", why)
     engines = cpu_backend(backend, device)
     if engines != ["torch"]:
         compiled = load_cpu_engine(loaded.model, engines, img_size, torch.get_num_threads(),
                                    Path(cache_dir) if cache_dir else default_cache_dir(), str(weights))
         if compiled is not None:
-            return compiled, loaded.names, img_size
+            return compiled, loaded.names, img_size, mode
         if backend == "auto":
             log.warning("%s: no CPU engine took this model; running it on PyTorch", weights)
-    return for_inference(loaded.model, device), loaded.names, img_size
+    return for_inference(loaded.model, device), loaded.names, img_size, mode
 
 
 def log_default_size(flag: str, img_size: int, why: str) -> None:

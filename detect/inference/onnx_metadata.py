@@ -3,7 +3,8 @@
 Keys: `producer` ("detect"), `names` (json list or null), `num_classes`, `strides` (json, one per head),
 `max_stride`, `input_size` (json [h, w], or null for --dynamic), `batch` (int, or null for a dynamic batch),
 `precision` (fp32 | fp16 | int8: quantized convolutions, float input), `output` ("rows": the eval contract [N, P, 5+K]; "nms": detections), `nms` (json
-conf, iou, max_det, multi_label; only for "nms"), `letterbox` (json: how inputs must be prepared).
+conf, iou, max_det, multi_label; only for "nms"), `resize` ("letterbox" or "stretch": how the model was
+trained to see images; an export without it was letterboxed), `preprocess` (json: how inputs must be prepared).
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ from dataclasses import dataclass
 
 PRODUCER = "detect"
 
-# The input convention of detect.val / detect.predict, stored so another runtime can reproduce it.
-LETTERBOX = {
-    "channels": "RGB", "layout": "NCHW", "scale": "1/255 (float in [0, 1])", "pad_value": 114,
-    "resize": "keep aspect ratio, bilinear; image centred on the canvas",
-    "canvas": "fixed input_size: the image fitted into that h, w; dynamic: any h, w multiple of max_stride "
-              "(detect.val: long side at --img plus at least half a stride of border, rounded up)",
-    "rows": "cx, cy, w, h (input pixels), objectness, class probabilities (not multiplied by objectness)",
+# The input convention of detect.val / detect.predict per resize mode, stored so another runtime can reproduce it.
+_COMMON = {"channels": "RGB", "layout": "NCHW", "scale": "1/255 (float in [0, 1])",
+           "rows": "cx, cy, w, h (input pixels), objectness, class probabilities (not multiplied by objectness)"}
+PREPROCESS = {
+    "letterbox": {**_COMMON, "pad_value": 114, "resize": "keep aspect ratio, bilinear; image centred on the canvas",
+                  "canvas": "fixed input_size: the image fitted into that h, w; dynamic: any h, w multiple of "
+                            "max_stride (detect.val: long side at --img plus at least half a stride of border, "
+                            "rounded up)"},
+    "stretch": {**_COMMON, "resize": "bilinear to the canvas' h and w (x and y scaled independently), no border",
+                "canvas": "fixed input_size; dynamic: a square of any multiple of max_stride"},
 }
 
 
@@ -34,6 +38,7 @@ class OnnxMetadata:
     precision: str  # "fp32", "fp16" or "int8" (int8 convolutions; the input is float32 either way)
     output: str  # "rows" or "nms"
     nms: dict | None  # conf, iou, max_det, multi_label of an "nms" graph
+    resize: str = "letterbox"  # how images become the input (detect.data.resize_modes)
 
     def to_props(self) -> dict[str, str]:
         return {
@@ -47,7 +52,8 @@ class OnnxMetadata:
             "precision": self.precision,
             "output": self.output,
             "nms": json.dumps(self.nms),
-            "letterbox": json.dumps(LETTERBOX),
+            "resize": self.resize,
+            "preprocess": json.dumps(PREPROCESS[self.resize]),
         }
 
     @classmethod
@@ -61,7 +67,14 @@ class OnnxMetadata:
             return cls(names=json.loads(props["names"]), num_classes=int(props["num_classes"]),
                        strides=list(json.loads(props["strides"])), max_stride=int(props["max_stride"]),
                        input_size=tuple(size) if size else None, batch=json.loads(props["batch"]),
-                       precision=props["precision"], output=props["output"], nms=json.loads(props["nms"]))
+                       precision=props["precision"], output=props["output"], nms=json.loads(props["nms"]),
+                       resize=_resize(props.get("resize", "letterbox")))
         except (KeyError, ValueError, TypeError) as e:
             raise ValueError(f"{path}: damaged detect.export metadata ({type(e).__name__}: {e}); "
                              f"export the model again") from None
+
+
+def _resize(mode: str) -> str:
+    if mode not in PREPROCESS:
+        raise ValueError(f"resize {mode!r} (one of {', '.join(PREPROCESS)})")
+    return mode

@@ -43,6 +43,7 @@ class OnnxModel(CompiledRunner):
     def __init__(self, run, metadata: OnnxMetadata, path: Path, engine: str = "onnxruntime"):
         self.run_batch, self.metadata, self.path, self.engine = run, metadata, path, engine
         self.names = metadata.names
+        self.resize = metadata.resize  # how the model sees images (the loader's handle follows it)
         self.num_classes = metadata.num_classes
         self.max_stride = metadata.max_stride
         self.input_size = metadata.input_size

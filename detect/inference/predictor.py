@@ -17,12 +17,13 @@ import torch
 from detect.darknet.load import uses_channels_last
 from detect.data.augment import letterbox
 from detect.data.geometry import rect_shape, round_up
+from detect.data.resize_modes import check_resize_mode, stretch
 from detect.ops.preprocess import to_model_input
 from detect.ops.slicing import DEFAULT_OVERLAP, merge_tiles, needs_tiles, tile_grid
 from detect.ops.tta import AugmentedModel
 from detect.runtime.precision import autocast
 
-from .handle import RESIZE_MODES, ModelHandle, Runner
+from .handle import ModelHandle, Runner
 from .postprocess import image_detections
 
 
@@ -43,11 +44,10 @@ class InferenceSettings:
     slice_overlap: float = DEFAULT_OVERLAP  # neighbouring tiles overlap by at least this fraction of a tile
     multi_label: bool = False  # NMS keeps every class above conf for a box (detect.val's default), not the best
     merge: bool = False  # merge-NMS (detect.val's default): a kept box is the weighted mean of its cluster
-    resize: str = "letterbox"  # how an image is brought to its canvas (handle.RESIZE_MODES)
+    resize: str = "letterbox"  # letterbox or stretch onto the canvas (detect.data.resize_modes)
 
     def __post_init__(self):
-        if self.resize not in RESIZE_MODES:
-            raise ValueError(f"resize mode {self.resize!r}: choose one of {', '.join(RESIZE_MODES)}")
+        check_resize_mode(self.resize, "resize mode")
 
     @classmethod
     def for_model(cls, handle: ModelHandle, **options) -> InferenceSettings:
@@ -68,20 +68,26 @@ def check_ranges(img_size: int | None, conf: float, iou: float, max_det: int, ba
 
 
 def canvas_shape(width: int, height: int, settings: InferenceSettings, stride: int) -> tuple[int, int]:
-    """(h, w) of the model input for an image: fixed, square, or the rect canvas of detect.val."""
+    """(h, w) of the model input for an image: fixed, square (always when stretching: the network's own shape),
+    or the rect canvas of detect.val."""
     if settings.fixed_shape is not None:
         return settings.fixed_shape
-    if settings.square:
+    if settings.square or settings.resize == "stretch":
         return (round_up(settings.img_size, stride),) * 2
     return rect_shape(width, height, settings.img_size, stride)
 
 
 def model_input(image_bgr: np.ndarray, settings: InferenceSettings, stride: int):
-    """(uint8 RGB [3, H, W] letterboxed, ratio, (left, top)) of one image. A fixed shape takes the largest scale
-    that fits; otherwise the image's long side is brought to img_size."""
+    """(uint8 RGB [3, H, W] on its canvas, ratio, (left, top)) of one image. Letterbox: a fixed shape takes the
+    largest scale that fits, otherwise the image's long side is brought to img_size. Stretch: the image fills the
+    canvas, ratio (x, y), no border."""
     h, w = image_bgr.shape[:2]
-    long_side = None if settings.fixed_shape is not None else settings.img_size
-    boxed, ratio, pad = letterbox(image_bgr, canvas_shape(w, h, settings, stride), long_side)
+    shape = canvas_shape(w, h, settings, stride)
+    if settings.resize == "stretch":
+        (boxed, ratio), pad = stretch(image_bgr, shape), (0, 0)
+    else:
+        long_side = None if settings.fixed_shape is not None else settings.img_size
+        boxed, ratio, pad = letterbox(image_bgr, shape, long_side)
     return np.ascontiguousarray(boxed[:, :, ::-1].transpose(2, 0, 1)), ratio, pad
 
 

@@ -85,8 +85,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--save-conf", action="store_true",
                    help="append each box's confidence to its labels/*.txt line (train.py reads such pseudo-labels, "
                         "the 6th column ignored and counted)")
-    p.add_argument("--names", help="class names: a .names file (one per line) or a data spec (.yaml); "
-                   "default: the names a .pt carries, else COCO's for an 80-class model, else the class ids")
+    p.add_argument("--names", help="class names: a .names file (one per line), a data spec (.yaml) or a Darknet "
+                   "obj.data; default: the names a .pt carries, else COCO's for an 80-class model, else the class ids")
+    p.add_argument("--data", help="a dataset spec (data/*.yaml) or Darknet obj.data whose class names label the "
+                   "detections (as Darknet's `detector test obj.data ...`); the same as --names with that file")
     add_inference_flags(p, conf=0.25, iou=0.45, batch=1,
                         batch_help="images per forward pass (images of one canvas shape are batched; video: 1 frame)")
     p.add_argument("--retries", type=int, default=DEFAULT_RETRIES,
@@ -100,6 +102,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     add_run_folder_flags(p, "runs/predict")
     args = p.parse_args(argv)
     check_inference_args(p, args)
+    if args.names and args.data:
+        p.error(f"--names {args.names} and --data {args.data} both give the class names; give one of them")
     if args.retries < 0 or args.retry_wait < 0:
         p.error(f"--retries and --retry-wait must be 0 or more, got {args.retries} and {args.retry_wait}")
     return args
@@ -133,10 +137,11 @@ def run(args) -> Path:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
     handle = load_model_file(args.weights, args.cfg, device=ctx.device, img_size=args.img, square=args.square,
-                             backend=args.backend, augment=args.augment)
+                             backend=args.backend, augment=args.augment, resize=args.resize)
     args.img, args.square = handle.img_size, handle.square
-    given = read_class_names(args.names) if args.names else None
-    names = class_names(handle, given, f"--names {args.names}" if args.names else "--names")
+    names_flag = f"--data {args.data}" if args.data else f"--names {args.names}" if args.names else "--names"
+    given = read_class_names(args.data or args.names) if args.data or args.names else None
+    names = class_names(handle, given, names_flag)
     settings = InferenceSettings.for_model(handle, conf=args.conf, iou=args.iou, max_det=args.max_det,
                                            batch_size=args.batch, amp_dtype=amp_dtype(args.amp, ctx.device),
                                            augment=args.augment, slice_size=args.slice, slice_overlap=args.overlap)

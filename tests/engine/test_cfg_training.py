@@ -64,7 +64,7 @@ def test_every_training_key_maps_with_its_scale():
     assert m.hyp["class_weights"] == [1.0, 3.0]  # max / count = 4, capped by max_delta 3
     assert "learning_rate=0.002 -> lr0 0.02 (x10: relative to each trainer's usual value)" in m.mapped
     assert any(line.startswith("subdivisions=4: memory only") for line in m.unmapped)
-    assert any(line.startswith("letter_box=1: training always letterboxes") for line in m.unmapped)
+    assert any(line.startswith("letter_box=1: training feeds images as --resize says") for line in m.unmapped)
 
 
 def test_a_key_this_trainer_lacks_is_listed_not_dropped_silently():

@@ -130,3 +130,33 @@ def test_a_non_finite_micro_batch_is_skipped_and_training_goes_on(tmp_path):
         assert all(torch.isfinite(v).all() for v in setup.ema.module.state_dict().values())
     finally:
         setup.train_loader.close()
+
+
+def test_a_stretched_run_feeds_stretched_images_and_its_pt_says_so(tmp_path):
+    """--resize stretch: every training image fills img x img (boxes scaled per axis), the evaluation stretches,
+    and best.pt records the mode, which the tools then follow."""
+    from detect.inference.loading import load_model_file
+
+    ctx = dist.DistContext(0, 1, 0, torch.device("cpu"), None)
+    data = tmp_path / "rect.yaml"  # images of 48 or 80 pixels a side, drawn per side: most are not square
+    data.write_text(f"format: synthetic\npath: {tmp_path / 'rect'}\nseed: 1\ntrain_images: 16\nval_images: 8\n"
+                    "image_sizes: [48, 80]\nmin_side: 10\nmax_side: 28\nmax_objects: 3\n")
+    options = tiny_options(tmp_path, data=str(data), resize="stretch", max_batches=1, epochs=1, plots=False)
+    trainer = build_trainer(options, ctx)
+    setup = trainer.setup
+    dataset = setup.train_loader.dataset
+    try:
+        assert dataset.resize == "stretch"
+        records = dataset.records
+        index = max(range(len(records)), key=lambda i: abs(records[i].width - records[i].height))
+        record = records[index]
+        assert record.width != record.height
+        image, boxes = dataset.load_resized(index)
+        assert image.shape[:2] == (64, 64)
+        scale = [64 / record.width, 64 / record.height] * 2
+        torch.testing.assert_close(torch.from_numpy(boxes), torch.from_numpy(record.boxes * scale))
+        trainer.fit()
+    finally:
+        setup.train_loader.close()
+    handle = load_model_file(setup.run_dir / "best.pt", device=torch.device("cpu"), backend="torch")
+    assert handle.resize == "stretch"

@@ -27,7 +27,7 @@ def training_checkpoint(path, cfg="cfg/yolov3-tiny.cfg", size=96):
                 m.running_mean.uniform_(-0.2, 0.2)
                 m.running_var.uniform_(0.5, 1.5)
     ema = {k: v + 0.01 * torch.randn_like(v) if v.is_floating_point() else v for k, v in model.state_dict().items()}
-    save_pt(model, path, names=NAMES, ema_state=ema)
+    save_pt(model, path, names=NAMES, ema_state=ema, resize="letterbox")  # as this project trains
     return model
 
 
@@ -45,7 +45,9 @@ def test_checkpoint_to_darknet_files_gives_identical_outputs(tmp_path, capsys):
     assert names.read_text().splitlines() == NAMES
     layout = read_anchor_layout(cfg.read_text())
     assert layout.classes == (3, 3) and layout.anchors[:2].tolist() == [[7, 14], [21, 28]]  # the run's anchors
-    assert cfg.read_text().strip() == trained.cfg_text.strip()
+    # the run's cfg, with letter_box=1: Darknet then letterboxes as the weights were trained
+    written = cfg.read_text().splitlines()
+    assert written[:2] == ["[net]", "letter_box=1"] and written[2:] == trained.cfg_text.strip().splitlines()[1:]
     assert weights.stat().st_size == 20 + 4 * trained.darknet_float_count()
     x = torch.rand(2, 3, 96, 96, generator=torch.Generator().manual_seed(1))
     from_darknet = outputs(cfg, weights, x)

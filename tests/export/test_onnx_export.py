@@ -13,7 +13,7 @@ from detect.darknet.model import Darknet
 from detect.data.augment import letterbox
 from detect.export.onnx_export import OnnxExportOptions, export_onnx
 from detect.inference.loading import load_model_file
-from detect.inference.onnx_metadata import LETTERBOX
+from detect.inference.onnx_metadata import PREPROCESS
 from detect.inference.onnx_runtime import load_onnx_model
 from detect.inference.optional import INSTALL_HINT, require
 from detect.inference.postprocess import non_max_suppression
@@ -70,7 +70,8 @@ def test_yolov3_tiny_real_weights_match_pytorch(yolov3_tiny, shared):
     assert (onnx_model.input_size, onnx_model.batch_size, onnx_model.max_stride) == ((416, 416), 1, 32)
     assert onnx_model.num_classes == 80 and onnx_model.names[:2] == ["person", "bicycle"]
     props = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
-    assert json.loads(props["strides"]) == [32, 16] and json.loads(props["letterbox"]) == LETTERBOX
+    assert json.loads(props["strides"]) == [32, 16] and props["resize"] == "letterbox"  # the options' default
+    assert json.loads(props["preprocess"]) == PREPROCESS["letterbox"]
     x = real_images(shared, 416)  # 3 images through a batch-1 graph: served in chunks
     expected = reference(model, x)
     got = onnx_model(x)

@@ -1,6 +1,8 @@
 """One model file, one image: the API (Detector), detect.predict (its json) and detect.val (its results.json) give
 the same boxes, for the same yolo-mini as Darknet `.weights`, a `.pt`, a dynamic `.onnx` and an `.onnx` fixed at
-a non-square size (which every front end fits the image into: detect.inference.loading's ONNX policy)."""
+a non-square size (which every front end fits the image into: detect.inference.loading's ONNX policy). yolo-mini's
+cfg has no letter_box, so these are stretched (Darknet's default); a `.pt` recorded as letterboxed, and its fixed
+export, are letterboxed by every front end alike."""
 
 import json
 
@@ -40,8 +42,12 @@ def files(tmp_path_factory):
     assert export_main([*common, "--format", "darknet", "--output", str(folder / "darknet")]) == 0
     assert export_main([*common, "--img", str(SIZE), "--dynamic", "--output", str(folder / "dynamic.onnx")]) == 0
     assert export_main([*common, "--img", *map(str, FIXED), "--output", str(folder / "fixed.onnx")]) == 0
+    save_pt(model, folder / "boxed.pt", names=NAMES, resize="letterbox")
+    assert export_main(["--weights", str(folder / "boxed.pt"), "--img", *map(str, FIXED), "--output",
+                        str(folder / "boxed-fixed.onnx")]) == 0
     return {"pt": (folder / "mini.pt", None), "weights": (folder / "darknet.weights", folder / "darknet.cfg"),
-            "dynamic-onnx": (folder / "dynamic.onnx", None), "fixed-onnx": (folder / "fixed.onnx", None)}
+            "dynamic-onnx": (folder / "dynamic.onnx", None), "fixed-onnx": (folder / "fixed.onnx", None),
+            "pt-letterbox": (folder / "boxed.pt", None), "fixed-onnx-letterbox": (folder / "boxed-fixed.onnx", None)}
 
 
 def _one_image_dataset(folder):
@@ -70,17 +76,20 @@ def _sorted(rows) -> np.ndarray:
     return rows[np.lexsort(keys.T[::-1])]
 
 
-@pytest.mark.parametrize("kind", ["weights", "pt", "dynamic-onnx", "fixed-onnx"])
+@pytest.mark.parametrize("kind", ["weights", "pt", "dynamic-onnx", "fixed-onnx", "pt-letterbox",
+                                  "fixed-onnx-letterbox"])
 def test_api_predict_and_val_give_the_same_boxes(files, kind, tmp_path, monkeypatch):
     monkeypatch.setenv("DETECT_CACHE", str(tmp_path / "cache"))
     weights, cfg = files[kind]
     spec, image = _one_image_dataset(tmp_path / "data")
-    size = [] if kind == "fixed-onnx" else ["--img", str(SIZE)]  # a fixed export runs at its own size
+    fixed = kind.startswith("fixed-onnx")
+    size = [] if fixed else ["--img", str(SIZE)]  # a fixed export runs at its own size
     model = ["--weights", str(weights), *(["--cfg", str(cfg)] if cfg else []), *size, "--device", "cpu"]
     runs = ["--conf", str(CONF), "--iou", str(IOU), "--project", str(tmp_path / "runs")]
 
-    found = Detector.load(weights, cfg, device="cpu", img_size=None if kind == "fixed-onnx" else SIZE, conf=CONF,
-                          iou=IOU)(image)
+    detector = Detector.load(weights, cfg, device="cpu", img_size=None if fixed else SIZE, conf=CONF, iou=IOU)
+    assert detector.settings.resize == ("letterbox" if kind.endswith("letterbox") else "stretch")
+    found = detector(image)
     api = _sorted([[k, *b, s] for k, b, s in zip(found.class_ids, found.boxes, found.scores)])
 
     assert predict_main([*model, *runs, "--source", str(image), "--name", "predict"]) == 0

@@ -1,0 +1,35 @@
+"""How an image becomes a square network input: the two modes a Darknet model can be fed with.
+
+- `letterbox` (the cfg's `letter_box=1`, and every model this project trained before it recorded its mode): the
+  image keeps its aspect ratio, scaled into the canvas and centred on grey (detect.data.augment.letterbox).
+- `stretch` (Darknet's default, `letter_box=0`: how the official weights and most Darknet-trained models were
+  trained): the image is resized to the canvas' width and height independently, so x and y have their own
+  ratios and there is no border. A point x of the original lands at x * (canvas w / image w), exactly.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+RESIZE_MODES = ("letterbox", "stretch")
+
+
+def check_resize_mode(mode: str, flag: str = "--resize") -> str:
+    if mode not in RESIZE_MODES:
+        raise ValueError(f"{flag} {mode!r}: choose one of {', '.join(RESIZE_MODES)}")
+    return mode
+
+
+def stretch_ratio(width: int, height: int, shape: tuple[int, int]) -> tuple[float, float]:
+    """(x ratio, y ratio) that bring a `width` x `height` image onto a canvas of `shape` (h, w)."""
+    return shape[1] / width, shape[0] / height
+
+
+def stretch(image: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray, tuple[float, float]]:
+    """(`image` resized to `shape` (h, w), bilinear, (x ratio, y ratio)). OpenCV maps pixel centres with the
+    ratio of the sizes, so the boxes' ratios are exact."""
+    h, w = image.shape[:2]
+    if (h, w) != tuple(shape):
+        image = cv2.resize(image, (shape[1], shape[0]), interpolation=cv2.INTER_LINEAR)
+    return image, stretch_ratio(w, h, shape)

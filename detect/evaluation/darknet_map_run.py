@@ -1,0 +1,95 @@
+"""`darknet detector map` on a model of this project: each image read and resized as Darknet's own loader does
+(detect.data.darknet_image), the model run in float32, its rows turned into Darknet's detections and NMS, then
+the figures of detect.evaluation.darknet_map. Truths come from a COCO json the way Darknet would read them
+after a conversion to YOLO label files: every non-crowd box, classes numbered in sorted category-id order."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from detect.data.darknet_image import darknet_letterbox, darknet_resize, read_rgb
+from detect.evaluation.darknet_map import (
+    MAP_NMS,
+    MAP_THRESH,
+    DarknetDetections,
+    darknet_detections,
+    darknet_map,
+    darknet_nms,
+    truths_from_xyxy,
+)
+from detect.evaluation.darknet_map_report import DarknetMapResult
+
+
+@dataclass
+class ImageTruth:
+    file_name: str
+    width: int
+    height: int
+    classes: np.ndarray  # int64 [m], 0..K-1
+    boxes: np.ndarray  # float64 [m, 4] xyxy, image pixels
+
+
+def coco_truths(annotations: str | Path) -> list[ImageTruth]:
+    """Every image of a COCO instances json, sorted by file name, with its non-crowd boxes (xyxy pixels, as the
+    json gives them: no clipping, no dropping) and classes numbered in sorted category-id order."""
+    data = json.loads(Path(annotations).read_text())
+    class_of = {cid: i for i, cid in enumerate(sorted(c["id"] for c in data["categories"]))}
+    boxes: dict[int, list] = {image["id"]: [] for image in data["images"]}
+    for a in data["annotations"]:
+        if not a.get("iscrowd", 0):
+            x, y, w, h = a["bbox"]
+            boxes[a["image_id"]].append((class_of[a["category_id"]], x, y, x + w, y + h))
+    found = []
+    for image in sorted(data["images"], key=lambda i: i["file_name"]):
+        rows = np.array(boxes[image["id"]], dtype=np.float64).reshape(-1, 5)
+        found.append(ImageTruth(image["file_name"], int(image["width"]), int(image["height"]),
+                                rows[:, 0].astype(np.int64), rows[:, 1:]))
+    return found
+
+
+def head_grids(model) -> list[tuple[int, int, int]]:
+    """(anchors, H, W) of each [yolo] head of a detect.darknet model at its build size, in row order."""
+    return [(head.num_anchors, *model.layer_shapes[head.layer_index][1:]) for head in model.heads]
+
+
+def darknet_input(image_rgb: np.ndarray, net_size: tuple[int, int], letter_box: bool) -> torch.Tensor:
+    """[3, h, w] float32 in 0..1: Darknet's stretch (resize_image) or letterbox of the image."""
+    w, h = net_size
+    out = darknet_letterbox(image_rgb, w, h) if letter_box else darknet_resize(image_rgb, w, h)
+    return torch.from_numpy(np.ascontiguousarray(out.transpose(2, 0, 1)))
+
+
+@torch.no_grad()
+def model_detections(model, image_paths: Sequence[str | Path], letter_box: bool | None = None,
+                     thresh: float = MAP_THRESH, nms: float = MAP_NMS, batch: int = 8, decoder: str = "opencv",
+                     images: Sequence[np.ndarray] | None = None) -> list[DarknetDetections]:
+    """Per image, Darknet's detections after do_nms_sort, from an eval-mode detect.darknet model on the CPU.
+    `letter_box` defaults to the cfg's [net] letter_box (Darknet's map reads it from there too); `decoder` is
+    darknet_image.read_rgb's; `images` (uint8 RGB HWC, decoded elsewhere) replace reading `image_paths`."""
+    if letter_box is None:
+        letter_box = bool(model.net_options.get("letter_box", 0))
+    net_h, net_w = model.input_size
+    grids = head_grids(model)
+    found = []
+    for start in range(0, len(image_paths), batch):
+        chunk = range(start, min(start + batch, len(image_paths)))
+        pictures = [images[i] if images is not None else read_rgb(image_paths[i], decoder) for i in chunk]
+        rows = model(torch.stack([darknet_input(p, (net_w, net_h), letter_box) for p in pictures]))
+        for picture, image_rows in zip(pictures, rows.float().numpy()):
+            size = (picture.shape[1], picture.shape[0])
+            dets = darknet_detections(image_rows, size, (net_w, net_h), thresh, letter_box, grids)
+            found.append(darknet_nms(dets, nms))
+    return found
+
+
+def coco_darknet_map(detections: Sequence[DarknetDetections], truths: Sequence[ImageTruth], names: Sequence[str],
+                     points: int = 0, iou_thresh: float = 0.5, conf_thresh: float = 0.25) -> DarknetMapResult:
+    """darknet_map over `coco_truths` images (in the same order as `detections`)."""
+    converted = [truths_from_xyxy(t.classes, t.boxes, t.width, t.height) for t in truths]
+    return darknet_map(detections, converted, names, points, iou_thresh, conf_thresh)

@@ -1,0 +1,101 @@
+"""The resize mode belongs to the model: Darknet's [net] letter_box (0: stretch, its default), what a .pt was
+trained with, an ONNX export's metadata; --resize / resize= override it in one log line; boxes map back exactly
+in both modes (x and y ratios)."""
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from detect.darknet import Darknet, save_pt
+from detect.darknet.pt_files import trained_resize
+from detect.data.resize_modes import stretch
+from detect.export.darknet_export import with_letter_box
+from detect.inference.loading import load_model_file
+from detect.inference.onnx_metadata import PREPROCESS, OnnxMetadata
+from detect.inference.postprocess import scale_to_original
+from detect.inference.predictor import InferenceSettings, model_input
+
+CPU = torch.device("cpu")
+
+
+def _cfg(tmp_path, letter_box):
+    text = open("cfg/yolo-mini.cfg").read()
+    if letter_box is not None:
+        text = text.replace("[net]\n", f"[net]\nletter_box={letter_box}\n", 1)
+    path = tmp_path / f"mini-{letter_box}.cfg"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("mode", ["letterbox", "stretch"])
+def test_boxes_map_back_exactly_in_both_modes(mode):
+    image = np.random.default_rng(0).integers(0, 255, (90, 160, 3), np.uint8)  # h, w: not square
+    settings = InferenceSettings(64, square=True, resize=mode)
+    chw, ratio, pad = model_input(image, settings, 32)
+    assert chw.shape == (3, 64, 64)
+    if mode == "stretch":
+        assert ratio == (64 / 160, 64 / 90) and pad == (0, 0)
+        np.testing.assert_array_equal(chw, stretch(image, (64, 64))[0][:, :, ::-1].transpose(2, 0, 1))
+    else:
+        assert ratio == 64 / 160 and pad == (0, 14)  # 36 rows of image, 28 of border split 14 / 14
+    box = np.array([[16.0, 9.0, 144.0, 81.0]])
+    rx, ry = (ratio, ratio) if mode == "letterbox" else ratio
+    on_canvas = box * [rx, ry, rx, ry] + [pad[0], pad[1], pad[0], pad[1]]
+    back = scale_to_original(torch.tensor(on_canvas), ratio, pad, image.shape[:2])
+    np.testing.assert_allclose(back.numpy(), box, atol=1e-9)
+
+
+def test_a_stretched_model_takes_square_canvases_even_without_square():
+    image = np.zeros((90, 160, 3), np.uint8)
+    chw, _, _ = model_input(image, InferenceSettings(64, resize="stretch"), 32)
+    assert chw.shape == (3, 64, 64)
+    assert model_input(image, InferenceSettings(64), 32)[0].shape == (3, 64, 96)  # letterbox: rect canvas
+
+
+def test_the_handle_follows_the_cfgs_letter_box_the_pt_record_and_an_override(tmp_path, caplog):
+    modes = {}
+    for letter_box in (None, 0, 1):
+        cfg = _cfg(tmp_path, letter_box)
+        weights = tmp_path / f"mini-{letter_box}.weights"
+        Darknet(str(cfg)).save_darknet_weights(weights)
+        modes[letter_box] = load_model_file(weights, cfg, device=CPU, img_size=64, backend="torch").resize
+    assert modes == {None: "stretch", 0: "stretch", 1: "letterbox"}
+
+    model = Darknet(str(_cfg(tmp_path, None)))
+    save_pt(model, tmp_path / "trained.pt", resize="letterbox")  # trained letterboxed from a stretch cfg
+    save_pt(model, tmp_path / "plain.pt")  # no mode given: the cfg's
+    torch.save({"model": model.state_dict(), "cfg_text": model.cfg_text, "opts": {"img_size": 64}},
+               tmp_path / "older.pt")  # from before the record: this project trained letterboxed only
+    assert [trained_resize(tmp_path / f"{n}.pt") for n in ("trained", "plain", "older")] == \
+        ["letterbox", "stretch", "letterbox"]
+    assert trained_resize(tmp_path / "mini-1.weights") is None
+    handle = load_model_file(tmp_path / "trained.pt", device=CPU, img_size=64, backend="torch")
+    assert handle.resize == "letterbox"
+
+    with caplog.at_level(logging.INFO, logger="detect.inference.loading"):
+        handle = load_model_file(tmp_path / "trained.pt", device=CPU, img_size=64, backend="torch", resize="stretch")
+    assert handle.resize == "stretch"
+    assert any("--resize stretch: overrides the mode trained.pt was made for (letterbox)" in r.getMessage()
+               for r in caplog.records)
+    with pytest.raises(ValueError, match="--resize 'fill': choose one of letterbox, stretch"):
+        load_model_file(tmp_path / "trained.pt", device=CPU, resize="fill")
+
+
+def test_onnx_metadata_carries_the_mode():
+    meta = OnnxMetadata(names=["a"], num_classes=1, strides=[32], max_stride=32, input_size=(64, 64), batch=1,
+                        precision="fp32", output="rows", nms=None, resize="stretch")
+    props = meta.to_props()
+    assert props["resize"] == "stretch" and "no border" in PREPROCESS["stretch"]["resize"]
+    assert OnnxMetadata.from_props(props, "m.onnx").resize == "stretch"
+    older = {k: v for k, v in props.items() if k != "resize"}  # exports from before the key were letterboxed
+    assert OnnxMetadata.from_props(older, "m.onnx").resize == "letterbox"
+    with pytest.raises(ValueError, match="damaged detect.export metadata"):
+        OnnxMetadata.from_props({**props, "resize": "fill"}, "m.onnx")
+
+
+def test_a_darknet_export_writes_the_mode_into_the_cfgs_net_section():
+    text = "[net]\nwidth=416\nletter_box=0\n\n[convolutional]\nsize=3\n"
+    assert with_letter_box(text, "letterbox") == "[net]\nletter_box=1\nwidth=416\n\n[convolutional]\nsize=3\n"
+    assert with_letter_box("# c\n[network]\nheight=32\n", "stretch") == "# c\n[network]\nletter_box=0\nheight=32\n"
