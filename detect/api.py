@@ -7,6 +7,8 @@
     det = detector(frame_bgr)                       # one HxWx3 array (BGR like OpenCV; rgb=True for RGB)
     with detector.stream("rtsp://camera/live") as frames:   # or 0 (a webcam), http(s):// MJPEG, a video file
         for frame, det in frames: ...                       # the newest frame each time; frames.stats at the end
+    with detector.track("clip.mp4") as frames:      # or a stream, a folder of images, a list of images
+        for frame, det in frames: det.track_ids     # ids per source; frames.class_counts() at the end
     Detector.load(..., slice_size=640)              # sliced inference: small objects in large images
 
 The weights are a training checkpoint or `.pt` (which carries its cfg and names), Darknet `.weights` with
@@ -17,6 +19,7 @@ predict and evaluation give one model file's image the same detections.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +27,7 @@ import numpy as np
 import torch
 
 from detect.data.images import BadImage, read_image
-from detect.inference.loading import API, class_names, load_model_file
+from detect.inference.loading import API, class_names, conf_settings, load_model_file
 from detect.inference.predictor import (
     InferenceSettings,
     Predictor,
@@ -39,6 +42,10 @@ from detect.streams.reader import (
     FrameStream,
     open_stream,
 )
+from detect.tracking.config import DEFAULT_TRACKER
+from detect.tracking.frames import ImageFrames, TrackStream, is_image_sequence
+from detect.tracking.settings import for_tracking
+from detect.tracking.sources import SourceTracks
 
 __all__ = ["Detections", "Detector"]
 
@@ -51,11 +58,16 @@ class Detections:
     scores: np.ndarray  # float32 [n] objectness x class probability
     class_ids: np.ndarray  # int64 [n]
     names: list[str]  # every class name of the model, indexed by class id
+    track_ids: np.ndarray | None = None  # int64 [n] from Detector.track, else None
 
     @classmethod
-    def from_rows(cls, rows: torch.Tensor, names: list[str]) -> Detections:
-        rows = rows.float().numpy()
-        return cls(rows[:, :4].copy(), rows[:, 4].copy(), rows[:, 5].astype(np.int64), names)
+    def from_rows(cls, rows, names: list[str]) -> Detections:
+        """Rows (x1, y1, x2, y2, score, class): a Predictor's tensor [n, 6], or a tracker's array [k, 7] whose
+        last column is the track id."""
+        rows = rows.float().numpy() if isinstance(rows, torch.Tensor) else np.asarray(rows, np.float64)
+        ids = rows[:, 6].astype(np.int64) if rows.shape[1] > 6 else None
+        boxes, scores = rows[:, :4].astype(np.float32), rows[:, 4].astype(np.float32)
+        return cls(boxes, scores, rows[:, 5].astype(np.int64), names, ids)
 
     def __len__(self) -> int:
         return len(self.scores)
@@ -66,8 +78,10 @@ class Detections:
         return [self.names[k] for k in self.class_ids]
 
     def to_dicts(self) -> list[dict]:
+        ids = [None] * len(self) if self.track_ids is None else self.track_ids.tolist()
         return [{"class_id": int(k), "name": self.names[k], "score": float(s), "box_xyxy": [float(v) for v in b]}
-                for b, s, k in zip(self.boxes, self.scores, self.class_ids)]
+                | ({} if i is None else {"track_id": i})
+                for b, s, k, i in zip(self.boxes, self.scores, self.class_ids, ids)]
 
 
 class Detector:
@@ -94,7 +108,7 @@ class Detector:
 
     @classmethod
     def load(cls, weights, cfg=None, *, names: list[str] | None = None, device: str = "auto",
-             img_size: int | None = None, conf: float = 0.25, iou: float = 0.45, max_det: int = 300,
+             img_size: int | None = None, conf: float | None = None, iou: float = 0.45, max_det: int = 300,
              square: bool = False, batch_size: int = 16, augment: bool = False, slice_size: int | None = None,
              slice_overlap: float = DEFAULT_OVERLAP, backend: str = "auto", resize: str | None = None) -> Detector:
         """`weights`: a `.pt` checkpoint (cfg and names inside), Darknet `.weights` (give `cfg`) or `.onnx`.
@@ -107,6 +121,8 @@ class Detector:
         overlapping by at least `slice_overlap` of a tile, each run at `img_size`, merged with the whole image.
         `backend`: the engine of a `.pt` / `.weights` model on the CPU: "auto" (ncnn where the model's layers
         allow, else OpenVINO, else PyTorch; detect.inference.engines), "ncnn", "openvino" or "torch".
+        `conf`: one confidence threshold for every class (default: the per-class thresholds the file carries,
+        chosen by training or detect.val --save-thresholds, else 0.25; logged once).
         `resize`: "letterbox" or "stretch" instead of the model's own mode (what a `.pt` was trained with, else
         the cfg's `letter_box`, 0 = stretch as Darknet; an ONNX export's metadata)."""
         check_ranges(img_size, conf, iou, max_det, batch_size)
@@ -116,8 +132,9 @@ class Detector:
         handle = load_model_file(weights, cfg, device=resolved, img_size=img_size, square=square, backend=backend,
                                  augment=augment, resize=resize, spelling=API)
         names = class_names(handle, names, API.names)
-        settings = InferenceSettings.for_model(handle, conf=conf, iou=iou, max_det=max_det, batch_size=batch_size,
-                                               augment=augment, slice_size=slice_size, slice_overlap=slice_overlap)
+        settings = InferenceSettings.for_model(handle, **conf_settings(handle, conf, API), iou=iou, max_det=max_det,
+                                               batch_size=batch_size, augment=augment, slice_size=slice_size,
+                                               slice_overlap=slice_overlap)
         return cls(Predictor(handle.runner, settings, resolved), names)
 
     def __call__(self, images, rgb: bool = False):
@@ -136,6 +153,29 @@ class Detector:
         when the source cannot be opened."""
         return FrameStream(open_stream(source, live=live, retries=retries, retry_wait_s=retry_wait_s,
                                        timeout_s=timeout_s), self)
+
+    def track(self, source, tracker: str = DEFAULT_TRACKER, *, rgb: bool = False, fps: float | None = None,
+              live: bool | None = None, retries: int = DEFAULT_RETRIES, retry_wait_s: float = DEFAULT_RETRY_WAIT_S,
+              timeout_s: float = DEFAULT_TIMEOUT_S) -> TrackStream:
+        """Objects followed over the frames of one source: a video file, a webcam index or a URL (read as
+        `stream` reads them), a folder of images (in name order) or a list of images (paths or arrays, `rgb` as
+        in a call). `with detector.track("clip.mp4") as frames: for frame, found in frames: found.track_ids`,
+        then `frames.class_counts()` ({class name: distinct tracks}). Each call has its own tracker (`tracker`:
+        "bytetrack" or "sort", detect.tracking): ids count from 1. The model's thresholds are the tracker's high
+        score and boxes down to its low score feed ByteTrack's second stage; `found` holds the tracked boxes
+        (Kalman-filtered) only. `fps`: an image sequence's frame rate (default 30), which scales how long an
+        unseen track is kept."""
+        settings, config = for_tracking(self.settings, tracker)
+        detect = copy.copy(self.predictor)
+        detect.settings = settings  # the same model, keeping boxes down to the tracker's low score
+        if is_image_sequence(source):
+            items = [_as_bgr(i, rgb) if isinstance(i, np.ndarray) else i for i in source] \
+                if isinstance(source, (list, tuple)) else source
+            frames = ImageFrames(items, fps)
+        else:
+            frames = open_stream(source, live=live, retries=retries, retry_wait_s=retry_wait_s, timeout_s=timeout_s)
+        return TrackStream(frames, detect, SourceTracks(config, frames.fps),
+                           lambda rows: Detections.from_rows(rows, self.names), self.names)
 
 
 def _as_bgr(image, rgb: bool) -> np.ndarray:

@@ -15,6 +15,7 @@ import sys
 
 from detect.engine.options import TrainOptions, parse_options
 from detect.engine.resume import explain_group_failure
+from detect.engine.run_loggers import FAILED, FINISHED, KILLED
 from detect.engine.setup import build_trainer
 from detect.engine.trainer import Trainer
 from detect.engine.trainer_state import TrainState
@@ -27,23 +28,39 @@ log = logging.getLogger(__name__)
 def run(opts: TrainOptions, ctx: dist.DistContext) -> TrainState:
     trainer = build_trainer(opts, ctx)
     previous = {sig: signal.signal(sig, _stop_handler(trainer)) for sig in (signal.SIGTERM, signal.SIGINT)}
-    last = trainer.setup.run_dir / "last.pt"
+    run_dir, loggers = trainer.setup.run_dir, trainer.setup.loggers
+    last = run_dir / "last.pt"
     try:
         state = trainer.fit()
-    except Exception as e:
-        explain_group_failure(e, ctx, last)
+    except BaseException as e:
+        if isinstance(e, Exception):
+            explain_group_failure(e, ctx, last)
+        if loggers is not None:
+            loggers.end(run_dir, *_failure_status(e))
         raise
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         trainer.setup.train_loader.close()
     if state.stop_requested:
-        log.warning("stopped (%s) in epoch %d of %d, after %d of its batches: %s holds the run; continue it with "
-                    "--resume %s", state.stop_reason, state.epoch + 1, opts.epochs, state.batch_in_epoch, last,
-                    last)
+        note = (f"stopped ({state.stop_reason}) in epoch {state.epoch + 1} of {opts.epochs}, after "
+                f"{state.batch_in_epoch} of its batches: {last} holds the run; continue it with --resume {last}")
+        log.warning("%s", note)
     else:
-        log.info("done: %s (best fitness %.4f)", trainer.setup.run_dir, state.best_fitness)
+        note = state.stop_reason if state.stopped_early else ""
+        log.info("done: %s (best fitness %.4f)", run_dir, state.best_fitness)
+    if loggers is not None:
+        loggers.end(run_dir, KILLED if state.stop_requested else FINISHED, note)
     return state
+
+
+def _failure_status(e: BaseException) -> tuple[str, str]:
+    """(status, note) the run loggers end with when training raised `e`."""
+    if isinstance(e, KeyboardInterrupt):
+        return KILLED, "Ctrl-C twice: stopped at once, without saving"
+    if isinstance(e, SystemExit):
+        return KILLED, "stopped at once by a second signal, without saving"
+    return FAILED, f"{type(e).__name__}: {e}"
 
 
 STOP_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C"}

@@ -2,6 +2,7 @@
 
     python -m detect.val --cfg cfg/yolov3-tiny.cfg --weights weights/yolov3-tiny.weights --data data/coco.yaml
     torchrun --nproc_per_node 2 -m detect.val ...   # each rank evaluates its own batches
+    python -m detect.val --track --weights best.pt --data MOT17/train   # HOTA, MOTA, IDF1 (one process)
 
 Defaults are the best settings (rect batches, multi-label, merge-NMS); `--square --single-label --no-merge`
 is the plain protocol of other implementations. Writes metrics.json (and results.json with --save-json) to
@@ -39,6 +40,7 @@ from detect.runtime.files import atomic_write_text
 from detect.runtime.log import setup_logging
 from detect.runtime.precision import amp_dtype
 from detect.runtime.runs import next_run_dir
+from detect.tracking.config import DEFAULT_TRACKER, TRACKERS
 
 log = logging.getLogger("detect.val")  # not __name__: under `python -m` that is __main__, outside `detect`
 
@@ -57,6 +59,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--single-label", action="store_true", help="one label per box (best class) instead of multi")
     p.add_argument("--no-merge", action="store_true", help="plain NMS instead of merge-NMS")
     p.add_argument("--save-json", action="store_true", help="write the COCO results json")
+    p.add_argument("--save-thresholds", action="store_true",
+                   help="choose a confidence threshold per class on this split (its best F1 at IoU 0.5, shrunk "
+                        "toward the global best for classes with few boxes) and store them with --weights: in a "
+                        ".pt, in an .onnx's metadata, beside X.weights as X.weights.class_conf.json; "
+                        "detect.predict and the API use them where --conf (conf=) is not given")
     p.add_argument("--plots", action="store_true",
                    help="write PR_curve.png, F1_curve.png, confusion_matrix.png and val_batch0 mosaics")
     p.add_argument("--strict", action="store_true",
@@ -76,10 +83,20 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "recall points, 101 = COCO's")
     p.add_argument("--coco-backend", default=DEFAULT_BACKEND, choices=BACKENDS,
                    help="COCOeval engine (the same 12 numbers; faster-coco-eval is C++, pycocotools the reference)")
+    p.add_argument("--track", nargs="?", const=DEFAULT_TRACKER, default=None, choices=tuple(TRACKERS),
+                   metavar="TRACKER", help=f"tracking metrics instead (HOTA, MOTA, IDF1; TrackEval): --data is a "
+                   f"MOTChallenge sequence folder (SEQ/img1/*.jpg, SEQ/gt/gt.txt, SEQ/seqinfo.ini) or a folder of "
+                   f"them, tracked with {' or '.join(TRACKERS)} (default {DEFAULT_TRACKER}); --conf is then the "
+                   f"tracker's high score (default: the model's per-class thresholds, else 0.25)")
     add_workers_flag(p, "data loader workers per process")
     add_run_folder_flags(p, "runs/val")
     args = p.parse_args(argv)
+    if args.track and args.conf == p.get_default("conf"):
+        args.conf = None  # the mAP floor is no tracking threshold: the model's own, as predict --track
     check_inference_args(p, args)
+    if args.save_thresholds and (args.single_cls or args.metric == "darknet"):
+        p.error("--save-thresholds needs the model's own classes and the COCO evaluation's detections: leave out "
+                "--single-cls and --metric darknet")
     return args
 
 
@@ -145,6 +162,10 @@ def run(args) -> EvalResult:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
     try:
+        if args.track:
+            from detect.tracking.evaluate import run_track_eval
+
+            return run_track_eval(args, ctx)
         if args.metric == "darknet":
             from detect.evaluation.darknet_eval import run_darknet_map
 
@@ -165,6 +186,12 @@ def run(args) -> EvalResult:
         run_dir = dist.broadcast_object(next_run_dir(args.project, args.name) if ctx.is_main else None)
         if ctx.is_main:
             report(result, run_dir, args, args.save_json, len(source.dropped_image_ids))
+            if args.save_thresholds:
+                from detect.evaluation.thresholds import save_split_thresholds
+
+                path, table = save_split_thresholds(result.rows, source, args.weights, f"the {args.split} split of "
+                                                    f"{args.data} ({result.num_images} images)", args.conf)
+                print(f"{table}\nper-class confidence thresholds written to {path}")
             if args.plots:
                 from detect.plots.evaluation import write_eval_plots
 

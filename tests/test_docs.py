@@ -26,7 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "data" / "README.md",
         ROOT / "weights" / "README.md", ROOT / "cfg" / "README.md"]
-TOOLS = ("train", "val", "predict", "export", "bench")
+TOOLS = ("train", "val", "predict", "export", "bench", "tune")
 FENCE = re.compile(r"^(`{3,}|~{3,})")
 INLINE_CODE = re.compile(r"(`+)(.+?)\1", re.DOTALL)
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -291,11 +291,11 @@ def unknown_flags(command: Command) -> list[str]:
         return [str(e)]
     known = parser._option_string_actions
     bad, args, rest = [], command.args, []
-    if "--" in args:  # `bench finetune ... -- --hyp h.yaml`: what follows goes to train.py
+    if "--" in args:  # `bench finetune ... -- --hyp h.yaml`, `tune ... -- ...`: what follows goes to train.py
         cut = args.index("--")
         args, rest = args[:cut], args[cut + 1:]
     bad += [flag for w in args if (flag := flag_of(w)) and flag not in known]
-    if rest and command.tool == "bench":
+    if rest and command.tool in ("bench", "tune"):  # `tune ... -- --cfg C`: the flags of every trial's train.py
         train = parser_of("train")._option_string_actions
         bad += [flag for w in rest if (flag := flag_of(w)) and flag not in train]
     return bad
@@ -334,9 +334,12 @@ def test_every_command_names_flags_its_entry_point_accepts():
 def test_readme_keeps_what_ci_and_newcomers_need():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    assert 'Install: `pip install -e ".[dev,export,tensorboard]"`' in readme.splitlines()
+    (install,) = [line for line in readme.splitlines() if line.startswith("Install: `pip install -e ")]
+    command = install.removeprefix("Install: `").removesuffix("`")
+    extras = set(command.split('".[')[1].split(']"')[0].split(","))
+    assert {"dev", "export", "tensorboard", "mlflow", "tune", "track"} <= extras  # what the tests need, so CI runs them all
     assert "Test: `python -m pytest -q`" in readme.splitlines()
-    assert 'pip install -e ".[dev,export,tensorboard]"' in ci and "python -m pytest -q" in ci
+    assert command in ci.splitlines() and "python -m pytest -q" in ci.splitlines()  # CI runs the README's lines
     assert "torchrun --nproc_per_node=2 train.py" in readme.splitlines()
     assert len(readme.splitlines()) < 250, "README.md is the front page: topics and figures go under docs/"
 

@@ -22,10 +22,11 @@ LAYERS = (
     ("runtime", "ops"),  # process plumbing; tensor helpers: nothing else of detect
     ("darknet", "data", "streams"),  # the model and its files; datasets to batches; frames of live sources
     ("inference",),  # model files to detections: the loader, the engines, the Predictor, decode + NMS
-    ("evaluation",),  # COCO and the other metrics, over the Predictor's detections
+    # COCO and the other metrics, over the Predictor's detections; detections over frames to tracks, MOT metrics
+    ("evaluation", "tracking"),
     ("plots", "export"),  # pictures, of what evaluation computes among the rest; ONNX / Darknet files written
     ("engine",),  # training
-    ("api", "train", "val", "predict", "bench"),  # entry points
+    ("api", "train", "val", "predict", "bench", "tune"),  # entry points
 )
 ENTRY_LAYER = len(LAYERS) - 1
 

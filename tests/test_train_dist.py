@@ -110,7 +110,7 @@ def test_full_run_writes_run_folder(tmp_path):
     assert len(ckpt["rng"]) == 2 and ckpt["ema"] is not None
     assert (run_dir / "opts.yaml").is_file()
     best = torch.load(run_dir / "best.pt", weights_only=True)  # lean: what inference and fine-tuning need
-    assert set(best) == {"ema", "cfg_text", "names", "epoch", "best_fitness", "hyp", "opts", "lean"}
+    assert set(best) == {"ema", "cfg_text", "names", "epoch", "best_fitness", "hyp", "opts", "lean", "class_conf"}
     assert best["opts"]["img_size"] == 64 and best["names"] == ckpt["names"]
     if best["epoch"] == ckpt["epoch"]:  # the last epoch was the best: the same EMA weights
         assert all(torch.equal(best["ema"][k], ckpt["ema"][k]) for k in ckpt["ema"])

@@ -31,11 +31,12 @@ def _label_cache(tmp_path, monkeypatch):
 
 def _by_hand(spec, weights) -> list[dict]:
     """The detections a one-class model would give: score = objectness x best class probability, one plain NMS
-    over all of an image's boxes, in the images' own pixels (the same model and letterbox as detect.val; the
+    over all of an image's boxes, in the images' own pixels (the same model and resize mode as detect.val; the
     batch's boxes in one batched_nms call as detect.val makes it, so that equal scores are broken alike)."""
-    model = load_model_file(weights, device=torch.device("cpu"), img_size=64, backend="torch").runner
+    handle = load_model_file(weights, device=torch.device("cpu"), img_size=64, backend="torch")
+    model = handle.runner
     source = open_split(load_data_spec(spec).with_single_cls(), "val")
-    loader = build_eval_loader(source, "val", 64, 2, 0, model.max_stride, 0, 1)
+    loader = build_eval_loader(source, "val", 64, 2, 0, model.max_stride, 0, 1, resize=handle.resize)
     results = []
     with torch.inference_mode():
         for images, _targets, metas in loader:

@@ -25,6 +25,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from detect.darknet import Darknet
 from detect.darknet.load import for_inference, load_model
 from detect.data.images import IMAGE_SUFFIXES, BadImage, read_image
+from detect.inference.loading import model_resize
 from detect.inference.predictor import (
     InferenceSettings,
     Predictor,
@@ -198,14 +199,15 @@ def compare_on_images(model: Darknet, images: list[np.ndarray], args) -> None:
     """predict's own path at batch 1 (letterbox, forward pass, NMS, boxes back into the image) on real images,
     every backend in turn on each image: median ms per image on the rect canvases (predict's default) and on
     the square one (--square). The first pass, in which each canvas is met for the first time, is apart."""
-    rect, stride = InferenceSettings(args.img), model.max_stride
+    resize = model_resize(model, args.weights)[0]  # as predict feeds this model (a stretched one: square only)
+    rect, stride = InferenceSettings(args.img, resize=resize), model.max_stride
     canvases = Counter(canvas_shape(image.shape[1], image.shape[0], rect, stride) for image in images)
     with tempfile.TemporaryDirectory(prefix="bench-model-") as tmp:
         models, problems = predict_models(model, args.img, args.threads, Path(tmp))
         runners, notes = {}, {}
         for name, (candidate, note) in models.items():
             for canvas, square in (("rect", False), ("square", True)):
-                settings = InferenceSettings(args.img, square=square, batch_size=1)
+                settings = InferenceSettings(args.img, square=square, batch_size=1, resize=resize)
                 runners[f"{name} {canvas}"] = image_runner(candidate, images, settings)
                 notes[f"{name} {canvas}"] = note
         first = interleave(runners, len(images), warmup=0)

@@ -47,6 +47,7 @@ def _measure(rank: int, world_size: int, port: int, args, queue) -> None:
     from detect.darknet.load import for_inference, load_model, uses_channels_last
     from detect.data.loader import build_eval_loader, open_split
     from detect.evaluation.evaluator import CocoEvaluator, evaluate
+    from detect.inference.loading import model_resize
     from detect.runtime import dist
     from detect.runtime.precision import amp_dtype
 
@@ -60,7 +61,8 @@ def _measure(rank: int, world_size: int, port: int, args, queue) -> None:
             model(torch.zeros(1, 3, args.img, args.img, device=ctx.device))
         source = open_split(args.data, "val")
         loader = build_eval_loader(source, "val", args.img, args.batch, args.workers, model.max_stride,
-                                   ctx.rank, ctx.world_size, rect=True)
+                                   ctx.rank, ctx.world_size, rect=True,
+                                   resize=model_resize(model, args.weights)[0])  # as detect.val feeds the model
         dist.barrier()
         tick = time.perf_counter()
         result = evaluate(model, loader, CocoEvaluator(source), ctx.device,

@@ -126,7 +126,7 @@ def trained_resize(weights: str | Path | None) -> str | None:
     ckpt = load_checkpoint(weights)
     opts = ckpt.get("opts")
     mode = (opts.get("resize") if isinstance(opts, dict) else None) or ckpt.get("resize")
-    return mode if mode in ("letterbox", "stretch") else "letterbox"
+    return "stretch" if mode in ("stretch", "stretch-single") else "letterbox"
 
 
 def trained_img_size(weights: str | Path | None) -> int | None:

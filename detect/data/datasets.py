@@ -27,7 +27,7 @@ from detect.data.augment import (
 from detect.data.augment_config import AugmentConfig
 from detect.data.device_augment import DeviceSample, collate_device
 from detect.data.images import load_image, load_image_for_size, resize_long_side
-from detect.data.resize_modes import check_resize_mode, stretch, stretch_ratio
+from detect.data.resize_modes import TRAIN_RESIZE_MODES, check_resize_mode, stretch, stretch_ratio
 from detect.data.sample_plan import (
     GeometryPlan,
     SamplePlan,
@@ -84,8 +84,9 @@ class TrainDataset(Dataset):
     def __init__(self, source: DatasetSource, img_size: int, augment: AugmentConfig, seed: int = 0,
                  buffer_images: int = 0, epochs: int | None = None, image_cache=None, resize: str = "letterbox"):
         self.source = source
-        # stretch: every image (alone or a mosaic tile) first fills img_size x img_size, as Darknet trains
-        self.resize = check_resize_mode(resize, "resize")
+        # stretch: every image (alone or a mosaic tile) first fills img_size x img_size, as Darknet trains;
+        # stretch-single: only the images that are not mosaic tiles
+        self.resize = check_resize_mode(resize, "resize", TRAIN_RESIZE_MODES)
         self.image_cache = image_cache  # detect.data.image_cache.ImageCache of decode_resized's outputs, or None
         self.records = source.records
         self.img_size = int(img_size)
@@ -191,6 +192,9 @@ class TrainDataset(Dataset):
         partners = (8 if nine else 3) if use_mosaic else 0
         indices = [index, *(pool[j] for j in rng.integers(0, len(pool), partners))] if partners else [index]
         images, boxes = zip(*(self.load_resized(i) for i in indices))
+        if self.resize == "stretch-single" and not partners:  # the long-side image filled out to the square
+            image, (rx, ry) = stretch(images[0], (self.img_size, self.img_size))
+            images, boxes = (image,), (boxes[0] * np.array([rx, ry, rx, ry]),)
         classes = [self.records[i].classes for i in indices]
         return plan_geometry(rng, list(images), list(boxes), classes, self.img_size, cfg)
 

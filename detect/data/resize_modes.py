@@ -13,11 +13,19 @@ import cv2
 import numpy as np
 
 RESIZE_MODES = ("letterbox", "stretch")
+# training may also stretch the single images only (mosaic tiles keep their aspect ratio); such a model is then
+# fed stretched images, as the samples it ends training on (the last epochs run without mosaic)
+TRAIN_RESIZE_MODES = (*RESIZE_MODES, "stretch-single")
 
 
-def check_resize_mode(mode: str, flag: str = "--resize") -> str:
-    if mode not in RESIZE_MODES:
-        raise ValueError(f"{flag} {mode!r}: choose one of {', '.join(RESIZE_MODES)}")
+def inference_resize(train_mode: str) -> str:
+    """How a model trained with `train_mode` is fed at inference (and in its evaluations)."""
+    return "stretch" if train_mode.startswith("stretch") else "letterbox"
+
+
+def check_resize_mode(mode: str, flag: str = "--resize", modes: tuple[str, ...] = RESIZE_MODES) -> str:
+    if mode not in modes:
+        raise ValueError(f"{flag} {mode!r}: choose one of {', '.join(modes)}")
     return mode
 
 

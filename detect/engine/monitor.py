@@ -1,6 +1,7 @@
-"""What a training run shows besides results.csv, on rank 0 only: labels.png at the start, train_batch*.jpg
-of the first batches, results.png after each evaluation and at the end, the evaluation plots
-(detect.plots.evaluation) whenever best.pt improves, and TensorBoard scalars (detect.runtime.tensorboard) every epoch.
+"""What a training run writes into its folder on rank 0: the pictures (`RunMonitor`: labels.png at the start,
+train_batch*.jpg of the first batches, results.png after each evaluation and at the end, the evaluation plots
+(detect.plots.evaluation) whenever best.pt improves), and the run loggers of the folder (`ResultsCsv`,
+`TensorBoardLogger`); `make_loggers` gathers those with MLflow's (detect.engine.run_loggers).
 
 Rendering happens once per evaluation, not per step; a plot that fails logs a warning and training goes on.
 """
@@ -10,9 +11,11 @@ from __future__ import annotations
 import csv
 import io
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 
+from detect.engine.run_loggers import RunLogger, RunLoggers
 from detect.runtime.files import atomic_write_text
 from detect.runtime.tensorboard import TensorBoardLog
 
@@ -23,15 +26,9 @@ CSV_FIELDS = ("epoch", "box", "obj", "cls", "lr", "map50", "map", "fitness", "im
 TRAIN_MOSAICS = 3  # train_batch0..2.jpg: the first batches of the first epoch
 
 
-def _guarded(what: str, draw: Callable[[], object]) -> None:
-    try:
-        draw()
-    except Exception as e:  # noqa: BLE001 (a picture is never worth a failed run)
-        log.warning("could not write %s: %s: %s", what, type(e).__name__, e)
-
-
 class RunMonitor:
-    """Plots (`plots`) and TensorBoard (`tensorboard`) of one run; create it on rank 0 only.
+    """The plots of one run; create it on rank 0 only. `on_plot(path)` hears of every picture written (the run
+    loggers' `log_plot`).
 
     Hooks: `on_batch(epoch, index, images, targets, paths)` (Trainer), `on_evaluation(result)` (the evaluator
     callable of detect.engine.setup), `on_epoch_end(row)` after results.csv got the row (its `best` key is True when
@@ -39,19 +36,30 @@ class RunMonitor:
     """
 
     def __init__(self, run_dir: str | Path, names, epochs: int, val_source=None, plots: bool = True,
-                 tensorboard: bool = False):
+                 on_plot: Callable[[Path], None] | None = None):
         self.run_dir, self.names, self.epochs = Path(run_dir), list(names), epochs
-        self.val_source, self.plots = val_source, plots
-        self.tensorboard = TensorBoardLog(self.run_dir) if tensorboard else None
+        self.val_source, self.plots, self.on_plot = val_source, plots, on_plot
         self._evaluation = None  # the result of this epoch's evaluation, if any
+
+    def _guarded(self, what: str, draw: Callable[[], object]) -> None:
+        """Draw; the files `draw` returns (a path or a list of them) go to `on_plot`."""
+        try:
+            written = draw()
+        except Exception as e:  # noqa: BLE001 (a picture is never worth a failed run)
+            log.warning("could not write %s: %s: %s", what, type(e).__name__, e)
+            return
+        if self.on_plot is not None:
+            for path in written if isinstance(written, (list, tuple)) else [written]:
+                if path is not None:
+                    self.on_plot(Path(path))
 
     def plot_labels(self, records) -> None:
         """labels.png of the training labels (once, for a new run)."""
         if self.plots:
             from detect.plots.labels import label_statistics, plot_labels
 
-            _guarded("labels.png", lambda: plot_labels(label_statistics(records), self.names,
-                                                       self.run_dir / "labels.png"))
+            self._guarded("labels.png", lambda: plot_labels(label_statistics(records), self.names,
+                                                            self.run_dir / "labels.png"))
 
     def on_batch(self, epoch: int, index: int, images, targets, paths=()) -> None:
         if self.plots and epoch == 0 and index < TRAIN_MOSAICS:
@@ -61,30 +69,26 @@ class RunMonitor:
 
             path = self.run_dir / f"train_batch{index}.jpg"
             pixels = paint_uint8(images) if isinstance(images, DeviceBatch) else images
-            _guarded(path.name, lambda: draw_mosaic(batch_tiles(pixels.numpy(), targets.numpy(), paths), self.names,
-                                                    path))
+            self._guarded(path.name, lambda: draw_mosaic(batch_tiles(pixels.numpy(), targets.numpy(), paths),
+                                                         self.names, path))
 
     def on_evaluation(self, result) -> None:
         self._evaluation = result
 
     def on_epoch_end(self, row: dict) -> None:
         evaluation, self._evaluation = self._evaluation, None
-        if self.tensorboard is not None:
-            self.tensorboard.log_epoch(row)
-            if row["epoch"] >= self.epochs:
-                self.tensorboard.close()
         if not self.plots:
             return
         if evaluation is not None or row["epoch"] >= self.epochs:
             from detect.plots.results import plot_results, read_results_csv
 
-            _guarded("results.png", lambda: plot_results(read_results_csv(self.run_dir / "results.csv"),
-                                                         self.run_dir / "results.png"))
+            self._guarded("results.png", lambda: plot_results(read_results_csv(self.run_dir / "results.csv"),
+                                                              self.run_dir / "results.png"))
         if row.get("best") and evaluation is not None and self.val_source is not None:
             from detect.plots.evaluation import write_eval_plots
 
-            _guarded("the evaluation plots", lambda: write_eval_plots(self.run_dir, evaluation.results,
-                                                                      self.val_source))
+            self._guarded("the evaluation plots", lambda: write_eval_plots(self.run_dir, evaluation.results,
+                                                                           self.val_source))
 
 
 def chain(*callbacks: Callable | None) -> Callable:
@@ -98,14 +102,16 @@ def chain(*callbacks: Callable | None) -> Callable:
     return call
 
 
-class ResultsCsv:
+class ResultsCsv(RunLogger):
     """results.csv of a run, one row per epoch; the whole file is rewritten atomically, so a reader (or a kill
     mid-write) never sees a half row."""
+
+    name = "results.csv"
 
     def __init__(self, path: Path):
         self.path = path
 
-    def __call__(self, row: dict) -> None:
+    def log_epoch(self, step: int, row: dict) -> None:
         out = io.StringIO()
         old = self.path.read_text() if self.path.exists() else ""
         fields = old.splitlines()[0].split(",") if old else list(CSV_FIELDS)  # a resumed run keeps its columns
@@ -120,3 +126,39 @@ class ResultsCsv:
                         type(e).__name__, e)
         log.info("epoch %d: box %.4f obj %.4f cls %.4f lr %.2e mAP@0.5 %s (%.1f s)", row["epoch"], row["box"],
                  row["obj"], row["cls"], row["lr"], f"{row['map50']:.4f}" if "map50" in row else "-", row["time"])
+
+
+class TensorBoardLogger(RunLogger):
+    """The epoch scalars in a TensorBoard event file of the run folder (detect.runtime.tensorboard)."""
+
+    name = "TensorBoard"
+
+    def __init__(self, run_dir: Path):
+        self.run_dir, self.board = run_dir, None
+
+    def start(self, info) -> None:
+        self.board = TensorBoardLog(self.run_dir)
+
+    def log_epoch(self, step: int, row: dict) -> None:
+        self.board.log_epoch(row)
+
+    def finish(self, status: str, note: str = "") -> None:
+        self.board.close()
+
+
+def make_loggers(opts, run_dir: Path) -> RunLoggers:
+    """The run's loggers (rank 0's): results.csv always; TensorBoard with --tensorboard; MLflow with --mlflow or
+    MLFLOW_TRACKING_URI in the environment (which alone, without the package installed, is a warning)."""
+    from detect.engine.mlflow_logger import MlflowLogger, mlflow_available
+    from detect.engine.options import ROOT
+
+    loggers = [ResultsCsv(run_dir / "results.csv")]
+    if opts.tensorboard:
+        loggers.append(TensorBoardLogger(run_dir))
+    if opts.mlflow or os.environ.get("MLFLOW_TRACKING_URI"):
+        if mlflow_available():
+            loggers.append(MlflowLogger(opts.mlflow_experiment, source_dir=ROOT))
+        else:  # --mlflow without the package is refused before the run (detect.engine.options)
+            log.warning("MLFLOW_TRACKING_URI is set but mlflow is not installed: this run is not logged to MLflow "
+                        "(pip install -e \".[mlflow]\")")
+    return RunLoggers(loggers)

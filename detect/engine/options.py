@@ -168,10 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where training images are augmented: host = the loader workers (OpenCV); device = the "
                         "whole batch on the training device (the workers draw and send the source pixels; the same "
                         "boxes, the pixels within rounding; docs/benchmarks.md \"One H200\" has the figures)")
-    p.add_argument("--resize", default=d.resize, choices=("letterbox", "stretch"),
+    p.add_argument("--resize", default=d.resize, choices=("letterbox", "stretch", "stretch-single"),
                    help="how images are fed in training and evaluation: letterbox (keep the aspect ratio) or "
-                        "stretch (fill the square, Darknet's letter_box=0); best.pt records it and val, predict and "
-                        "export follow it")
+                        "stretch (fill the square, Darknet's letter_box=0; stretch-single: mosaic tiles keep their "
+                        "aspect ratio); best.pt records it and val, predict and export follow it")
     p.add_argument("--coco-backend", default=d.coco_backend, choices=("faster-coco-eval", "pycocotools"),
                    help="COCOeval engine of the evaluations (the same numbers; faster-coco-eval is C++)")
     p.add_argument("--metric", default=d.metric, choices=("coco", "voc07", "voc12", "darknet"),

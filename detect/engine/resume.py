@@ -104,7 +104,8 @@ def resumed_options(opts: TrainOptions, ckpt: dict, path: Path) -> TrainOptions:
                          f"--epochs N (more than {total}) extends it")
     return TrainOptions(**{**saved, "device": opts.device, "workers": opts.workers, "resume": str(path),
                            "dist_timeout": opts.dist_timeout, "epochs": epochs,
-                           **{k: getattr(opts, k) for k in ("cache", "cache_dir") if k in opts.given}})
+                           **{k: getattr(opts, k) for k in ("cache", "cache_dir", "mlflow", "mlflow_experiment")
+                              if k in opts.given}})
 
 
 def explain_group_failure(exc: Exception, ctx: dist.DistContext, last: Path) -> None:

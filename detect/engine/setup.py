@@ -16,6 +16,7 @@ import yaml
 
 from detect.darknet.load import load_model, uses_channels_last
 from detect.darknet.surgery import freeze_layers, init_head_priors, set_bn_momentum
+from detect.data.resize_modes import inference_resize
 from detect.engine.batch_probe import probe_batch_size
 from detect.engine.class_weights import resolve_class_weights
 from detect.engine.config import Hyp
@@ -33,6 +34,7 @@ from detect.engine.run_loggers import RunInfo
 from detect.engine.run_plan import plan_new_run, prepare
 from detect.engine.trainer import Trainer
 from detect.engine.trainer_state import TrainSetup
+from detect.evaluation.thresholds import BestEvaluationThresholds
 from detect.runtime import ddp, dist
 from detect.runtime.files import atomic_write_text
 from detect.runtime.precision import amp_dtype
@@ -208,7 +210,7 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
                                 on_device=opts.augment_on == "device", resize=opts.resize)
     evaluate_fn = make_evaluator(val_source, img_size, opts.batch_size * 2, opts.workers, model.max_stride, ctx,
                                  on_evaluation, opts.cache, opts.cache_dir, opts.coco_backend, opts.metric,
-                                 opts.resize)
+                                 inference_resize(opts.resize))
     optimizer, schedule, accumulate, steps_per_epoch = build_optimisation(model, opts, hyp, ctx, len(loader),
                                                                              transferred)
     amp = amp_dtype(opts.amp, ctx.device)
@@ -271,9 +273,12 @@ def _build_trainer(opts, hyp, run_dir, cfg_source, weights, ckpt, chosen, ctx, t
     torch.manual_seed(opts.seed)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
     loggers = make_loggers(opts, run_dir) if ctx.is_main else None
     monitor = make_monitor(opts, ctx, run_dir, sources, loggers)
+    thresholds = BestEvaluationThresholds(sources[1], f"the val split of {opts.data}") \
+        if ctx.is_main and sources[1] is not None else None  # best.pt's per-class thresholds: rank 0 has the rows
     setup = build_setup(opts, hyp, ctx, run_dir, cfg_source, weights, sources,
-                        chain(loggers and loggers.on_evaluation, monitor and monitor.on_evaluation), ckpt)
-    setup.loggers = loggers
+                        chain(loggers and loggers.on_evaluation, monitor and monitor.on_evaluation,
+                              thresholds and thresholds.on_evaluation), ckpt)
+    setup.loggers, setup.best_thresholds = loggers, thresholds
     torch.manual_seed(opts.seed + 1000 * ctx.rank + 1)  # per-rank stream for anything random in the loop
     if ctx.is_main and ckpt is None:
         atomic_write_text(run_dir / "opts.yaml", yaml.safe_dump(opts.to_dict(), sort_keys=False))

@@ -218,6 +218,7 @@ class Trainer:
                 self._post(st.epoch * len(s.train_loader) - 1, 3, "rank 0's results and plots of the epoch")
                 self.on_epoch_end(row)
             if st.stopped_early:
+                st.stop_reason = row["note"]  # the note the run loggers end with
                 log.warning("%s; best.pt holds the best weights", row["note"])
                 break
         return st

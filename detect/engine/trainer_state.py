@@ -65,6 +65,10 @@ class TrainSetup:
     channels_last: bool = False
     progress: bool = True
     img_size: int | None = None  # the training size (best.pt records it for the tools)
+    loggers: object = None  # rank 0: the run's reports (detect.engine.run_loggers.RunLoggers); None elsewhere
+    # rank 0: callable() -> best.pt's per-class thresholds (a dict) from the latest evaluation, or None
+    # (detect.evaluation.thresholds.BestEvaluationThresholds)
+    best_thresholds: object = None
 
 
 @dataclass
@@ -79,7 +83,7 @@ class TrainState:
     nonfinite_total: int = 0
     nonfinite_run: int = 0
     stop_requested: bool = False
-    stop_reason: str = ""  # SIGTERM, Ctrl-C, or another rank's (the ranks agree on a stop)
+    stop_reason: str = ""  # SIGTERM, Ctrl-C, or another rank's (the ranks agree on a stop); an early stop's note
     # this rank's loss sums, counts and seconds of the epoch's batches before a mid-epoch stop, so that the resumed
     # epoch's row in results.csv covers the whole epoch: {"sums": [box, obj, cls], "counted", "images", "seconds"}
     epoch_partial: dict | None = None
@@ -112,7 +116,9 @@ def write_checkpoint(setup: TrainSetup, state: TrainState, path: Path, best: boo
             save_checkpoint(ckpt, path)
             lean = lean_checkpoint(ckpt, setup.img_size) if best or keep else None
             if best:  # what inference and fine-tuning need; resuming is last.pt's job
-                atomic_save(lean, path.with_name("best.pt"))
+                thresholds = setup.best_thresholds() if setup.best_thresholds is not None else None
+                atomic_save(lean if thresholds is None else {**lean, "class_conf": thresholds},
+                            path.with_name("best.pt"))
             if keep is not None:
                 atomic_save(lean, keep)
         except OSError as e:

@@ -8,6 +8,9 @@
 
     python -m detect.export --weights best.pt --int8 --data data/my.yaml           # best-int8.onnx, for CPUs
 
+Per-class confidence thresholds the weights carry (best.pt, detect.val --save-thresholds) go into the ONNX
+metadata, beside the Darknet files as <stem>.weights.class_conf.json, and with --nms into the graph unless --conf
+is given.
 `--half` writes an fp16 graph, meant for GPU runtimes (CPU runtimes run fp16 convolutions slowly, if at all).
 `--int8` quantizes the convolutions for CPU inference, calibrated on images of --data's training split
 (detect.export.quantize), then evaluates the float and the int8 graph on --data's val split as detect.val does
@@ -24,6 +27,7 @@ from pathlib import Path
 from detect.darknet.load import check_img_size, load_model
 from detect.darknet.pt_files import trained_img_size
 from detect.data.spec import read_class_names
+from detect.inference.class_conf import check_class_count, conf_options, read_class_conf, save_class_conf
 from detect.inference.cli_flags import flag_name
 from detect.inference.loading import model_resize
 from detect.inference.predictor import check_ranges
@@ -71,7 +75,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--resize", default=None, choices=("letterbox", "stretch"),
                    help="the resize mode written to the ONNX metadata (default: the model's own: what a .pt was "
                         "trained with, else the cfg's letter_box)")
-    p.add_argument("--conf", type=float, default=0.25, help="--nms: default confidence threshold (an input)")
+    p.add_argument("--conf", type=float, default=None,
+                   help="--nms: default confidence threshold (an input) for every class (default: the per-class "
+                        "thresholds the weights carry, applied in the graph; else 0.25)")
     p.add_argument("--iou", type=float, default=0.45, help="--nms: default IoU threshold (an input)")
     p.add_argument("--max-det", type=int, default=300, help="--nms: detections per image at most")
     p.add_argument("--multi-label", action="store_true",
@@ -137,6 +143,8 @@ def run(args) -> Path:
         raise ValueError(f"--names {args.names or args.weights} lists {len(names)} classes but the model predicts "
                          f"{model.num_classes}")
     stem = _output_stem(args)
+    class_conf = read_class_conf(args.weights)
+    check_class_count(class_conf, model.num_classes, args.weights)
     resize, why = model_resize(model, args.weights)
     if args.resize is not None and args.resize != resize:
         log.info("--resize %s: overrides the mode the model was made for (%s, %s)", args.resize, resize, why)
@@ -145,16 +153,22 @@ def run(args) -> Path:
         from .darknet_export import export_darknet
 
         files = export_darknet(model, stem, names, resize)
-        print(f"Darknet files written: {files.cfg}, {files.weights}" + (f", {files.names}" if files.names else ""))
+        extra = [files.names] if files.names else []
+        if class_conf is not None:  # .weights have no room for them: the json the loader reads beside them
+            extra.append(save_class_conf(files.weights, class_conf))
+        print(f"Darknet files written: {files.cfg}, {files.weights}" + "".join(f", {f}" for f in extra))
         return files.weights
     from .onnx_export import OnnxExportOptions, export_onnx
 
     path = stem if args.output else onnx_name(stem, args, img_size, default_size)
+    # with --nms, the graph's thresholds: --conf for every class, else the weights' own (see conf_options)
+    conf = conf_options(class_conf, args.conf, args.weights) if args.nms else {"conf": 0.25, "class_conf": None}
     options = OnnxExportOptions(img_size=img_size, batch=args.batch, dynamic=args.dynamic, half=args.half,
-                                nms=args.nms, conf=args.conf, iou=args.iou, max_det=args.max_det,
-                                multi_label=args.multi_label, opset=args.opset, device=str(device), resize=resize)
+                                nms=args.nms, conf=0.0 if conf["class_conf"] else conf["conf"], iou=args.iou,
+                                max_det=args.max_det, class_conf=conf["class_conf"], multi_label=args.multi_label,
+                                opset=args.opset, device=str(device), resize=resize)
     if not args.int8:
-        export_onnx(model, path, options, names)
+        export_onnx(model, path, options, names, class_conf)
         print(f"ONNX model written: {path}")
         return path
     from .quantize import DEFAULT_CALIBRATION_IMAGES, calibration_images, quantize_int8
@@ -162,7 +176,7 @@ def run(args) -> Path:
     images = calibration_images(args.data, args.calibration_images or DEFAULT_CALIBRATION_IMAGES)
     float_path = path.with_name(path.stem + "-float.tmp.onnx")  # .onnx: the loader reads it as one
     try:
-        export_onnx(model, float_path, options, names)
+        export_onnx(model, float_path, options, names, class_conf)
         quantize_int8(float_path, path, images, img_size)
         print(f"ONNX model written: {path} (int8, calibrated on {len(images)} images of {args.data})")
         if not args.no_int8_check:

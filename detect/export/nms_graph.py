@@ -10,7 +10,9 @@ and a per-image top-`max_det` by score, giving
     num_detections [N] (int64): how many rows of each image are detections
 
 `conf_threshold` and `iou_threshold` are graph inputs ([1] float) whose defaults are the export's values; a
-runtime may feed others. `max_det` fixes the output shape, so it is set at export.
+runtime may feed others. With per-class thresholds (a model that carries them, exported without --conf) the
+scores below their class's threshold are zeroed before NMS and `conf_threshold` defaults to 0: a runtime's value
+can only raise them. `max_det` fixes the output shape, so it is set at export.
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ DETECTIONS, COUNTS = "detections", "num_detections"
 
 
 class NmsCandidates(nn.Module):
-    """`model`'s rows as NonMaxSuppression inputs: (boxes [N, P, 4] xyxy, scores [N, K, P])."""
+    """`model`'s rows as NonMaxSuppression inputs: (boxes [N, P, 4] xyxy, scores [N, K, P]); with `class_conf`
+    (one threshold per class) a score below its class's threshold is 0."""
 
-    def __init__(self, model: nn.Module, multi_label: bool):
+    def __init__(self, model: nn.Module, multi_label: bool, class_conf=None):
         super().__init__()
         self.model = model
         self.multi_label = multi_label
+        self.register_buffer("class_conf", None if class_conf is None else torch.tensor(class_conf), persistent=False)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         rows = self.model(x)
@@ -41,6 +45,8 @@ class NmsCandidates(nn.Module):
         if not self.multi_label:  # only the best class of a box can pass, as in non_max_suppression
             best, cls = scores.max(-1, keepdim=True)
             scores = torch.zeros_like(scores).scatter(-1, cls, best)
+        if self.class_conf is not None:  # score >= its class's threshold, as non_max_suppression keeps it
+            scores = scores * (scores >= self.class_conf.to(scores)).to(scores.dtype)
         return xywh_to_xyxy(rows[..., :4]), scores.transpose(1, 2)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from detect.darknet.packed import PackedConv
+from detect.inference.class_conf import ClassConf
 from detect.inference.onnx_metadata import OnnxMetadata
 from detect.inference.optional import require
 from detect.runtime.files import atomic_write_bytes
@@ -38,12 +39,13 @@ class OnnxExportOptions:
     half: bool = False
     device: str = "cpu"  # where the model is traced (the graph itself runs anywhere)
     nms: bool = False
-    conf: float = 0.25
+    conf: float = 0.25  # --nms: the graph's default conf_threshold (0 with class_conf)
+    class_conf: tuple[float, ...] | None = None  # --nms: per-class thresholds applied in the graph
     iou: float = 0.45
     max_det: int = 300
     multi_label: bool = False
     opset: int = DEFAULT_OPSET
-    resize: str = "letterbox"  # how the model sees images, written to the metadata (detect.data.resize_modes)
+    resize: str | None = None  # how the model sees images, for the metadata (None: the cfg's letter_box)
 
 
 def _dynamic_shapes(dynamic: bool, stride: int):
@@ -84,8 +86,10 @@ def _name_input_dims(proto) -> None:
                 d.dim_param = renames[d.dim_param]
 
 
-def export_onnx(model, path, options: OnnxExportOptions, names: list[str] | None = None) -> OnnxMetadata:
-    """Export the Darknet `model` (unfused or fused; a fused copy in eval mode is exported) to `path`."""
+def export_onnx(model, path, options: OnnxExportOptions, names: list[str] | None = None,
+                class_conf: ClassConf | None = None) -> OnnxMetadata:
+    """Export the Darknet `model` (unfused or fused; a fused copy in eval mode is exported) to `path`;
+    `class_conf`, the per-class thresholds of the weights, goes into the metadata."""
     onnx = require("onnx")
     require("onnxscript")
     if names is not None and len(names) != model.num_classes:
@@ -101,7 +105,7 @@ def export_onnx(model, path, options: OnnxExportOptions, names: list[str] | None
     if not model.fused:
         model.fuse()  # in float32, before any conversion to fp16
     model = model.to(dtype)
-    module = NmsCandidates(model, options.multi_label).eval() if options.nms else model
+    module = NmsCandidates(model, options.multi_label, options.class_conf).eval() if options.nms else model
     # a dynamic export traces with 2 images: torch.export would fix a size of 1 as a constant
     example_batch = 2 if options.dynamic else options.batch
     example = torch.rand(example_batch, 3, h, w, generator=torch.Generator().manual_seed(0)).to(options.device, dtype)
@@ -116,8 +120,10 @@ def export_onnx(model, path, options: OnnxExportOptions, names: list[str] | None
         strides=[int(max(head.stride)) for head in model.heads], max_stride=model.max_stride,
         input_size=None if options.dynamic else (h, w), batch=batch, precision="fp16" if options.half else "fp32",
         output="nms" if options.nms else "rows",
-        nms={"conf": options.conf, "iou": options.iou, "max_det": options.max_det,
-             "multi_label": options.multi_label} if options.nms else None, resize=options.resize)
+        nms={"conf": options.conf, "iou": options.iou, "max_det": options.max_det, "multi_label": options.multi_label,
+             "class_conf": options.class_conf} if options.nms else None,
+        resize=options.resize or ("letterbox" if model.net_options.get("letter_box") else "stretch"),
+        class_conf=class_conf)
     del proto.metadata_props[:]
     for key, value in metadata.to_props().items():
         proto.metadata_props.add(key=key, value=value)

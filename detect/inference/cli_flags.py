@@ -12,6 +12,7 @@ from detect.data.resize_modes import RESIZE_MODES
 from detect.ops.slicing import DEFAULT_OVERLAP
 from detect.runtime.precision import AMP_DTYPES
 
+from .class_conf import DEFAULT_CONF
 from .engines import BACKENDS
 from .predictor import check_ranges
 
@@ -27,14 +28,19 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", required=True, help=".weights, .pt checkpoint or .onnx (detect.export)")
 
 
-def add_inference_flags(p: argparse.ArgumentParser, *, conf: float, iou: float, batch: int, batch_help: str) -> None:
+def add_inference_flags(p: argparse.ArgumentParser, *, conf: float | None, iou: float, batch: int,
+                        batch_help: str) -> None:
     """--img-size, --batch-size, --conf, --iou, --max-det, --square, --resize, --augment, --slice, --overlap, --amp,
-    --half, --device and --backend."""
+    --half, --device and --backend. `conf` None: --conf defaults to the model file's per-class thresholds, else
+    DEFAULT_CONF (detect.inference.class_conf)."""
     p.add_argument("--img-size", "--img", dest="img", type=int, default=None,
                    help="input size (long side), a multiple of the model's largest stride (default: the size a .pt "
                         "was trained at, else the cfg's [net] size; an ONNX export's own size)")
     p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=batch, help=batch_help)
-    p.add_argument("--conf", type=float, default=conf, help="confidence threshold (objectness * class)")
+    p.add_argument("--conf", type=float, default=conf,
+                   help="confidence threshold (objectness * class)" + ("" if conf is not None else
+                        f" for every class (default: the per-class thresholds the model file carries, chosen by "
+                        f"training or detect.val --save-thresholds; else {DEFAULT_CONF:g})"))
     p.add_argument("--iou", type=float, default=iou, help="NMS IoU threshold")
     p.add_argument("--max-det", type=int, default=300, help="detections per image at most")
     p.add_argument("--square", action="store_true", help="square img x img letterbox instead of the image's own "

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
+
+if TYPE_CHECKING:
+    from .class_conf import ClassConf
 
 
 @runtime_checkable
@@ -53,6 +56,7 @@ class ModelHandle:
     engine: str  # "torch", "ncnn", "openvino" or "onnxruntime"
     path: Path
     resize: str = "letterbox"  # how an image becomes the input (detect.data.resize_modes)
+    class_conf: ClassConf | None = None  # per-class confidence thresholds the file carries (or None)
 
     @property
     def num_classes(self) -> int:

@@ -25,6 +25,7 @@ from detect.darknet.transfer import COCO_NAMES
 from detect.data.resize_modes import check_resize_mode
 from detect.data.spec import default_cache_dir, read_class_names
 
+from .class_conf import check_class_count, conf_options, read_class_conf
 from .engines import cpu_backend, load_cpu_engine
 from .handle import ModelHandle
 
@@ -40,10 +41,11 @@ class Spelling:
     names: str
     augment: str
     resize: str
+    conf: str = "--conf"
 
 
 CLI = Spelling("--img-size", "--names", "--augment", "--resize")
-API = Spelling("img_size", "names=", "augment=True", "resize=")
+API = Spelling("img_size", "names=", "augment=True", "resize=", "conf=")
 
 
 def is_onnx_path(path) -> bool:
@@ -57,7 +59,8 @@ def load_model_file(weights, cfg=None, *, device: torch.device, img_size: int | 
     """`weights` ready for inference on `device` (module docstring). A `.pt` / `.weights` model is loaded exactly,
     its `img_size` checked against its largest stride before anything runs, and run by `backend` on the CPU
     (`load_darknet`). The handle's resize mode is the model's own (`model_resize`) unless `resize` overrides it
-    (one log line). ValueError for a size the file cannot take, and for `augment` with a fixed-size export."""
+    (one log line). The per-class confidence thresholds the file carries (detect.inference.class_conf) ride on
+    the handle. ValueError for a size the file cannot take, and for `augment` with a fixed-size export."""
     if resize is not None:
         check_resize_mode(resize, spelling.resize)
     if is_onnx_path(weights):
@@ -66,7 +69,8 @@ def load_model_file(weights, cfg=None, *, device: torch.device, img_size: int | 
         runner, names, img_size, mode = load_darknet(weights, cfg, device, img_size, spelling.img_size, backend,
                                                      cache_dir)
         handle = ModelHandle(runner, names, img_size, None, square, getattr(runner, "engine", "torch"),
-                             Path(weights), mode)
+                             Path(weights), mode, read_class_conf(weights))
+    check_class_count(handle.class_conf, handle.num_classes, weights)
     if augment and handle.input_shape is not None:
         h, w = handle.input_shape
         raise ValueError(f"{spelling.augment} runs the model at other sizes, but {weights} takes {h}x{w} inputs "
@@ -129,7 +133,7 @@ def _load_onnx(weights, device, img_size: int | None, square: bool, backend: str
         square = fixed[0] == fixed[1]
     engine = getattr(runner, "engine", "onnxruntime")
     return ModelHandle(runner, list(runner.names) if runner.names else None, img_size, fixed, square, engine,
-                       Path(weights), mode)
+                       Path(weights), mode, getattr(runner, "class_conf", None))
 
 
 def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag: str, backend: str = "auto",
@@ -161,6 +165,12 @@ def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag:
         if backend == "auto":
             log.warning("%s: no CPU engine took this model; running it on PyTorch", weights)
     return for_inference(loaded.model, device), loaded.names, img_size, mode
+
+
+def conf_settings(handle: ModelHandle, conf: float | None, spelling: Spelling = CLI) -> dict:
+    """`conf` and `class_conf` of the InferenceSettings of predict and the API: the `conf` given for every class,
+    else the file's per-class thresholds, else the default (detect.inference.class_conf.conf_options)."""
+    return conf_options(handle.class_conf, conf, handle.path, spelling.conf)
 
 
 def log_default_size(flag: str, img_size: int, why: str) -> None:

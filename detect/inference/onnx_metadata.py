@@ -4,13 +4,17 @@ Keys: `producer` ("detect"), `names` (json list or null), `num_classes`, `stride
 `max_stride`, `input_size` (json [h, w], or null for --dynamic), `batch` (int, or null for a dynamic batch),
 `precision` (fp32 | fp16 | int8: quantized convolutions, float input), `output` ("rows": the eval contract [N, P, 5+K]; "nms": detections), `nms` (json
 conf, iou, max_det, multi_label; only for "nms"), `resize` ("letterbox" or "stretch": how the model was
-trained to see images; an export without it was letterboxed), `preprocess` (json: how inputs must be prepared).
+trained to see images; an export without it was letterboxed), `preprocess` (json: how inputs must be prepared),
+`class_conf` (json, only when the model has per-class confidence thresholds: detect.inference.class_conf).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+
+from .class_conf import KEY as CLASS_CONF_KEY
+from .class_conf import ClassConf
 
 PRODUCER = "detect"
 
@@ -39,8 +43,10 @@ class OnnxMetadata:
     output: str  # "rows" or "nms"
     nms: dict | None  # conf, iou, max_det, multi_label of an "nms" graph
     resize: str = "letterbox"  # how images become the input (detect.data.resize_modes)
+    class_conf: ClassConf | None = None  # per-class confidence thresholds (detect.inference.class_conf)
 
     def to_props(self) -> dict[str, str]:
+        thresholds = {} if self.class_conf is None else {CLASS_CONF_KEY: json.dumps(self.class_conf.to_dict())}
         return {
             "producer": PRODUCER,
             "names": json.dumps(self.names),
@@ -54,6 +60,7 @@ class OnnxMetadata:
             "nms": json.dumps(self.nms),
             "resize": self.resize,
             "preprocess": json.dumps(PREPROCESS[self.resize]),
+            **thresholds,
         }
 
     @classmethod
@@ -62,16 +69,26 @@ class OnnxMetadata:
         if props.get("producer") != PRODUCER:
             raise ValueError(f"{path}: not an ONNX model written by detect.export (its metadata lacks "
                              f"producer={PRODUCER}); export it with python -m detect.export")
+        thresholds = props.get(CLASS_CONF_KEY)
+        class_conf = None if thresholds is None else ClassConf.from_dict(_json(thresholds, path), path)
         try:
             size = json.loads(props["input_size"])
             return cls(names=json.loads(props["names"]), num_classes=int(props["num_classes"]),
                        strides=list(json.loads(props["strides"])), max_stride=int(props["max_stride"]),
                        input_size=tuple(size) if size else None, batch=json.loads(props["batch"]),
                        precision=props["precision"], output=props["output"], nms=json.loads(props["nms"]),
-                       resize=_resize(props.get("resize", "letterbox")))
+                       resize=_resize(props.get("resize", "letterbox")), class_conf=class_conf)
         except (KeyError, ValueError, TypeError) as e:
             raise ValueError(f"{path}: damaged detect.export metadata ({type(e).__name__}: {e}); "
                              f"export the model again") from None
+
+
+def _json(text: str, path):
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"{path}: damaged per-class thresholds in its metadata ({e}); export the model again") \
+            from None
 
 
 def _resize(mode: str) -> str:

@@ -44,6 +44,7 @@ class OnnxModel(CompiledRunner):
         self.run_batch, self.metadata, self.path, self.engine = run, metadata, path, engine
         self.names = metadata.names
         self.resize = metadata.resize  # how the model sees images (the loader's handle follows it)
+        self.class_conf = metadata.class_conf  # per-class confidence thresholds, or None (the handle's)
         self.num_classes = metadata.num_classes
         self.max_stride = metadata.max_stride
         self.input_size = metadata.input_size

@@ -25,19 +25,33 @@ from detect.ops.boxes import box_iou, clip_boxes_, xywh_to_xyxy
 MAX_CANDIDATES_PER_IMAGE = 30000
 
 
-def _candidates(pred: torch.Tensor, conf_thres: float, multi_label: bool):
-    """(image index, box xyxy, score, class) of every candidate whose obj * cls > conf_thres."""
+def class_thresholds(conf_thres, num_classes: int, device) -> torch.Tensor | None:
+    """Per-class thresholds as a float32 [K] tensor on `device` (None for one threshold, a number)."""
+    if isinstance(conf_thres, (int, float)):
+        return None
+    thresholds = torch.as_tensor(conf_thres, dtype=torch.float32, device=device).reshape(-1)
+    if len(thresholds) != num_classes:
+        raise ValueError(f"{len(thresholds)} per-class confidence thresholds for a model of {num_classes} classes")
+    return thresholds
+
+
+def _candidates(pred: torch.Tensor, conf_thres, multi_label: bool):
+    """(image index, box xyxy, score, class) of every candidate: obj * cls > conf_thres for one threshold, or
+    obj * cls >= conf_thres[cls] for a [K] tensor of per-class thresholds."""
+    per_class = isinstance(conf_thres, torch.Tensor)
+    floor = conf_thres.min() if per_class else conf_thres
     objectness = pred[..., 4]
-    # obj * cls <= obj, so a row whose objectness does not pass cannot produce a candidate
-    image_idx, row_idx = (objectness > conf_thres).nonzero(as_tuple=True)
+    # obj * cls <= obj, so a row whose objectness does not pass the lowest threshold cannot produce a candidate
+    image_idx, row_idx = (objectness >= floor if per_class else objectness > floor).nonzero(as_tuple=True)
     rows = pred[image_idx, row_idx]
     scores = rows[:, 5:] * rows[:, 4:5]
     boxes = xywh_to_xyxy(rows[:, :4])
     if multi_label:
-        cand, cls = (scores > conf_thres).nonzero(as_tuple=True)
+        passes = scores >= conf_thres[None, :] if per_class else scores > conf_thres
+        cand, cls = passes.nonzero(as_tuple=True)
         return image_idx[cand], boxes[cand], scores[cand, cls], cls
-    best, cls = scores.max(dim=1)
-    keep = best > conf_thres
+    best, cls = scores.max(dim=1)  # single-label: the best class must pass its own threshold
+    keep = best >= conf_thres[cls] if per_class else best > conf_thres
     return image_idx[keep], boxes[keep], best[keep], cls[keep]
 
 
@@ -75,12 +89,16 @@ def _merged_boxes(boxes: torch.Tensor, scores: torch.Tensor, image_idx: torch.Te
     return merged
 
 
-def non_max_suppression(pred: torch.Tensor, conf_thres: float = 0.001, iou_thres: float = 0.6,
+def non_max_suppression(pred: torch.Tensor, conf_thres: float | Sequence[float] = 0.001, iou_thres: float = 0.6,
                         max_det: int = 300, multi_label: bool = True,
                         classes: Sequence[int] | None = None,
                         max_candidates: int = MAX_CANDIDATES_PER_IMAGE, merge: bool = False) -> list[torch.Tensor]:
     """Per image, detections `[n, 6]` = (x1, y1, x2, y2, score, class) in input pixels, best first.
 
+    `conf_thres`: one threshold (score > conf_thres), or one per class (score >= conf_thres[class]: the
+    thresholds detect.val --save-thresholds chooses), applied to the candidates, before NMS: NMS within a class
+    only lets a box suppress lower-scoring ones, which its class's threshold drops as well, so (without merge)
+    the result is that of filtering afterwards, and max_det counts kept detections only.
     `multi_label`: every class whose score passes gives its own row; otherwise only the best class of a box.
     `classes`: keep only these class indices. At most `max_det` rows per image, chosen among the
     `max_candidates` best-scoring candidates of that image. `merge`: each kept box becomes the IoU x score
@@ -91,7 +109,9 @@ def non_max_suppression(pred: torch.Tensor, conf_thres: float = 0.001, iou_thres
     if not 0 <= iou_thres <= 1:
         raise ValueError(f"NMS IoU threshold must be in [0, 1], got {iou_thres}")
     batch = pred.shape[0]
-    image_idx, boxes, scores, cls = _candidates(pred.float(), conf_thres, multi_label)
+    per_class = class_thresholds(conf_thres, pred.shape[-1] - 5, pred.device)
+    image_idx, boxes, scores, cls = _candidates(pred.float(), conf_thres if per_class is None else per_class,
+                                                multi_label)
     if classes is not None:
         wanted = torch.isin(cls, torch.as_tensor(list(classes), device=cls.device))
         image_idx, boxes, scores, cls = image_idx[wanted], boxes[wanted], scores[wanted], cls[wanted]
@@ -143,11 +163,12 @@ def scale_to_original(boxes: torch.Tensor, ratio: float | Sequence[float], pad: 
     return clip_boxes_(out, orig_size[0], orig_size[1])
 
 
-def image_detections(pred: torch.Tensor, placements: Sequence[tuple], conf_thres: float, iou_thres: float,
-                     max_det: int, multi_label: bool = False, merge: bool = False) -> list[torch.Tensor]:
+def image_detections(pred: torch.Tensor, placements: Sequence[tuple], conf_thres: float | Sequence[float],
+                     iou_thres: float, max_det: int, multi_label: bool = False,
+                     merge: bool = False) -> list[torch.Tensor]:
     """Per image of a batch, rows (x1, y1, x2, y2, score, class) in the image's own pixels: one NMS over the
     batch's [N, P, 5+K] rows, then each image's letterbox undone. `placements`: per image (ratio, (left, top),
-    (h, w) of the image), as the letterbox placed it."""
+    (h, w) of the image), as the letterbox placed it; `conf_thres` one threshold or one per class."""
     found = non_max_suppression(pred, conf_thres, iou_thres, max_det, multi_label=multi_label, merge=merge)
     return [torch.cat((scale_to_original(det, ratio, pad, size), det[:, 4:6]), dim=1)
             for det, (ratio, pad, size) in zip(found, placements, strict=True)]

@@ -23,6 +23,7 @@ from detect.ops.slicing import DEFAULT_OVERLAP, merge_tiles, needs_tiles, tile_g
 from detect.ops.tta import AugmentedModel
 from detect.runtime.precision import autocast
 
+from .class_conf import DEFAULT_CONF
 from .handle import ModelHandle, Runner
 from .postprocess import image_detections
 
@@ -32,7 +33,7 @@ class InferenceSettings:
     """How images become model inputs and raw outputs become detections."""
 
     img_size: int | None  # long side of the image on its canvas (None: the eval loader makes the canvases)
-    conf: float = 0.25
+    conf: float = DEFAULT_CONF  # with class_conf: their lowest (nothing scoring below it is kept)
     iou: float = 0.45
     max_det: int = 300
     square: bool = False  # img_size x img_size canvas instead of the image's own rect canvas
@@ -45,9 +46,17 @@ class InferenceSettings:
     multi_label: bool = False  # NMS keeps every class above conf for a box (detect.val's default), not the best
     merge: bool = False  # merge-NMS (detect.val's default): a kept box is the weighted mean of its cluster
     resize: str = "letterbox"  # letterbox or stretch onto the canvas (detect.data.resize_modes)
+    # one threshold per class in place of conf: a detection of class k is kept when its score >= class_conf[k]
+    # (detect.inference.class_conf: chosen on a validation split)
+    class_conf: tuple[float, ...] | None = None
 
     def __post_init__(self):
         check_resize_mode(self.resize, "resize mode")
+
+    @property
+    def thresholds(self) -> float | tuple[float, ...]:
+        """What NMS filters the candidates by: the per-class thresholds, else conf."""
+        return self.conf if self.class_conf is None else self.class_conf
 
     @classmethod
     def for_model(cls, handle: ModelHandle, **options) -> InferenceSettings:
@@ -56,14 +65,15 @@ class InferenceSettings:
                    **options)
 
 
-def check_ranges(img_size: int | None, conf: float, iou: float, max_det: int, batch_size: int,
+def check_ranges(img_size: int | None, conf: float | None, iou: float, max_det: int, batch_size: int,
                  spell=lambda name: name) -> None:
     """The one range check of the inference settings a user gives: ValueError naming the first value out of
-    range, spelt by `spell(setting)` as the caller's user writes it (the CLI's --max-det, the API's max_det)."""
+    range, spelt by `spell(setting)` as the caller's user writes it (the CLI's --max-det, the API's max_det).
+    `conf` None: not given (the model file's per-class thresholds, else DEFAULT_CONF)."""
     for name, value in (("img_size", img_size), ("batch_size", batch_size), ("max_det", max_det)):
         if value is not None and value < 1:
             raise ValueError(f"{spell(name)} must be a positive integer, got {value}")
-    if not 0 <= conf < 1 or not 0 <= iou <= 1:
+    if (conf is not None and not 0 <= conf < 1) or not 0 <= iou <= 1:
         raise ValueError(f"{spell('conf')} must be in [0, 1) and {spell('iou')} in [0, 1], got {conf} and {iou}")
 
 
@@ -124,7 +134,7 @@ class Predictor:
         """Per image, its detections in its own pixels (CPU); `placements`: (ratio, pad, (h, w)) per image."""
         s = self.settings
         with torch.inference_mode():
-            found = image_detections(rows, placements, s.conf, s.iou, s.max_det, s.multi_label, s.merge)
+            found = image_detections(rows, placements, s.thresholds, s.iou, s.max_det, s.multi_label, s.merge)
         return [det.cpu() for det in found]
 
     def __call__(self, images_bgr: list[np.ndarray]) -> list[torch.Tensor]:

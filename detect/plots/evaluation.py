@@ -20,6 +20,7 @@ from detect.evaluation.confusion import confusion_matrix
 from detect.evaluation.matching import match_detections
 from detect.evaluation.per_image import detections_by_image, truths_from_coco
 from detect.evaluation.pr_curves import pr_curves
+from detect.evaluation.thresholds import choose_thresholds
 from detect.plots.confusion import plot_confusion_matrix
 from detect.plots.curves import plot_f1_curves, plot_pr_curves
 from detect.plots.mosaics import MAX_IMAGES, Tile, draw_mosaic
@@ -61,10 +62,12 @@ def write_eval_plots(run_dir: str | Path, results: Sequence[dict], source,
     image_ids = [int(r.image_id) for r in source.records]
     detections = detections_by_image(results, category_ids)
     truths = truths_from_coco(source.coco_ground_truth(), image_ids, category_ids)
-    curves = pr_curves(*match_detections(detections, truths, len(names), settings.iou_thres))
+    matched = match_detections(detections, truths, len(names), settings.iou_thres)
+    curves = pr_curves(*matched)
+    choice = choose_thresholds(*matched)  # what best.pt and detect.val --save-thresholds store: marked on the curves
     counts = confusion_matrix(detections, truths, len(names), settings.conf_thres, settings.iou_thres)
-    written = [plot_pr_curves(curves, names, run_dir / "PR_curve.png"),
-               plot_f1_curves(curves, names, run_dir / "F1_curve.png"),
+    written = [plot_pr_curves(curves, names, run_dir / "PR_curve.png", choice),
+               plot_f1_curves(curves, names, run_dir / "F1_curve.png", choice),
                plot_confusion_matrix(counts, names, run_dir / "confusion_matrix.png", settings.conf_thres,
                                      settings.iou_thres)]
     labels, predictions = _mosaic_tiles(source.records, detections, settings.conf_thres)

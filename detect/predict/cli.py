@@ -44,10 +44,11 @@ from detect.inference.cli_flags import (
     add_workers_flag,
     check_inference_args,
 )
-from detect.inference.loading import class_names, load_model_file
+from detect.inference.loading import class_names, conf_settings, load_model_file
 from detect.inference.predictor import InferenceSettings, Predictor
 from detect.predict.inputs import Input, UnreadableSource, list_sources
 from detect.predict.outputs import draw, open_writer, save_results, summary, write_image
+from detect.predict.tracks import Tracking, add_track_flags
 from detect.runtime import dist
 from detect.runtime.commands import run_command
 from detect.runtime.interrupts import deferred_interrupt
@@ -62,6 +63,7 @@ from detect.streams.reader import (
     open_stream,
     source_stem,
 )
+from detect.tracking.settings import for_tracking
 
 log = logging.getLogger("detect.predict")  # not __name__: under `python -m` that is __main__, outside `detect`
 
@@ -89,13 +91,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "obj.data; default: the names a .pt carries, else COCO's for an 80-class model, else the class ids")
     p.add_argument("--data", help="a dataset spec (data/*.yaml) or Darknet obj.data whose class names label the "
                    "detections (as Darknet's `detector test obj.data ...`); the same as --names with that file")
-    add_inference_flags(p, conf=0.25, iou=0.45, batch=1,
+    add_inference_flags(p, conf=None, iou=0.45, batch=1,
                         batch_help="images per forward pass (images of one canvas shape are batched; video: 1 frame)")
     p.add_argument("--retries", type=int, default=DEFAULT_RETRIES,
                    help=f"a live stream that stops is reopened this many times before it ends (default "
                         f"{DEFAULT_RETRIES}; a frame read resets the count)")
     p.add_argument("--retry-wait", type=float, default=DEFAULT_RETRY_WAIT_S, metavar="SECONDS",
                    help=f"seconds between reconnection tries (default {DEFAULT_RETRY_WAIT_S:g})")
+    add_track_flags(p)
     add_workers_flag(p, "threads that read and decode image files ahead of the model, at most 2 per thread "
                         "waiting (0: each image is read when its turn comes, in the main thread); video frames are "
                         "read in the main thread")
@@ -104,6 +107,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     check_inference_args(p, args)
     if args.names and args.data:
         p.error(f"--names {args.names} and --data {args.data} both give the class names; give one of them")
+    if args.save_mot and not args.track:
+        p.error("--save-mot writes tracks: add --track")
     if args.retries < 0 or args.retry_wait < 0:
         p.error(f"--retries and --retry-wait must be 0 or more, got {args.retries} and {args.retry_wait}")
     return args
@@ -142,9 +147,11 @@ def run(args) -> Path:
     names_flag = f"--data {args.data}" if args.data else f"--names {args.names}" if args.names else "--names"
     given = read_class_names(args.data or args.names) if args.data or args.names else None
     names = class_names(handle, given, names_flag)
-    settings = InferenceSettings.for_model(handle, conf=args.conf, iou=args.iou, max_det=args.max_det,
-                                           batch_size=args.batch, amp_dtype=amp_dtype(args.amp, ctx.device),
-                                           augment=args.augment, slice_size=args.slice, slice_overlap=args.overlap)
+    settings = InferenceSettings.for_model(handle, **conf_settings(handle, args.conf), iou=args.iou,
+                                           max_det=args.max_det, batch_size=args.batch,
+                                           amp_dtype=amp_dtype(args.amp, ctx.device), augment=args.augment,
+                                           slice_size=args.slice, slice_overlap=args.overlap)
+    settings, tracker = for_tracking(settings, args.track) if args.track else (settings, None)
     predictor = Predictor(handle.runner, settings, ctx.device)
     # the source is opened (a stream) or listed (files) before the run folder exists: a typo leaves none behind
     stream = open_stream(args.source, retries=args.retries, retry_wait_s=args.retry_wait) \
@@ -153,21 +160,25 @@ def run(args) -> Path:
     run_dir = next_run_dir(args.project, args.name)
     for sub in ("labels", "json"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    tracking = tracker and Tracking(tracker, run_dir, names, args.source, args.save_conf, args.save_mot)
     try:
         if stream is not None:
             if predict_frames(predictor, stream, source_stem(args.source), names, run_dir, "stream",
-                              args.save_conf) == 0:
+                              args.save_conf, tracking) == 0:
                 raise ValueError(f"--source {stream.name}: no frame could be read from the stream")
         else:
-            predict_files(predictor, inputs, names, run_dir, args)
+            predict_files(predictor, inputs, names, run_dir, args, tracking)
     except KeyboardInterrupt:
         print(f"interrupted (Ctrl-C): what was written so far is in {run_dir}")
         raise
+    if tracking:
+        tracking.finish()
     print(f"results written to {run_dir}")
     return run_dir
 
 
-def predict_files(predictor: Predictor, inputs: list[Input], names, run_dir: Path, args) -> None:
+def predict_files(predictor: Predictor, inputs: list[Input], names, run_dir: Path, args,
+                  tracking: Tracking | None = None) -> None:
     """Images in batches of args.batch (decoded ahead on args.workers threads) and videos frame by frame; a file
     that cannot be read is skipped and counted, and a source none of whose files can be read is an error."""
     skipped, batch = 0, []
@@ -178,13 +189,13 @@ def predict_files(predictor: Predictor, inputs: list[Input], names, run_dir: Pat
             if not item.is_video:
                 batch.append((item, label, next(decoded)[1]))
                 if len(batch) == args.batch or i == len(inputs):
-                    skipped += predict_images(predictor, batch, names, run_dir, args.save_conf)
+                    skipped += predict_images(predictor, batch, names, run_dir, args.save_conf, tracking)
                     batch = []
                 continue
-            skipped += predict_images(predictor, batch, names, run_dir, args.save_conf)
+            skipped += predict_images(predictor, batch, names, run_dir, args.save_conf, tracking)
             batch = []
             try:
-                predict_video(predictor, item, names, run_dir, f"video {label}", args.save_conf)
+                predict_video(predictor, item, names, run_dir, f"video {label}", args.save_conf, tracking)
             except UnreadableSource as e:
                 log.warning("skipped %s", e)
                 skipped += 1
@@ -195,7 +206,7 @@ def predict_files(predictor: Predictor, inputs: list[Input], names, run_dir: Pat
 
 
 def predict_images(predictor: Predictor, images: list[tuple[Input, str, np.ndarray | BadImage]], names,
-                   run_dir: Path, save_conf: bool = False) -> int:
+                   run_dir: Path, save_conf: bool = False, tracking: Tracking | None = None) -> int:
     """Detect in decoded image files (input, progress label, image or the BadImage its decoding raised) as one
     batch and save the results; returns how many were skipped because they cannot be decoded (each named in one
     warning)."""
@@ -209,26 +220,29 @@ def predict_images(predictor: Predictor, images: list[tuple[Input, str, np.ndarr
     found = predictor([image for _, _, image in readable]) if readable else []
     elapsed = (time.perf_counter() - tick) * 1000 / max(len(readable), 1)
     for (item, label, image), det in zip(readable, found):
+        if tracking:  # each image to its folder's tracker, also when the batch holds several folders
+            det, annotated, save = tracking.image(item, det, image)
         with deferred_interrupt():  # Ctrl-C: an image's three outputs are written whole or not at all
-            write_image(run_dir / item.relative, draw(image, det, names))
-            save_results(det, names, image.shape, item.output, run_dir, str(item.path), save_conf)
+            write_image(run_dir / item.relative, annotated if tracking else draw(image, det, names))
+            save() if tracking else save_results(det, names, image.shape, item.output, run_dir, str(item.path),
+                                                 save_conf)
         print(f"image {label} {item.path}: {summary(det, names)} ({elapsed:.1f} ms)")
     return len(images) - len(readable)
 
 
 def predict_video(predictor: Predictor, item: Input, names, run_dir: Path, label: str,
-                  save_conf: bool = False) -> None:
+                  save_conf: bool = False, tracking: Tracking | None = None) -> None:
     """Every frame of a video file (decoded ahead on a thread) into run_dir/<output>.mp4, txt and json."""
     try:
         reader = FrameReader(item.path, live=False)
     except ValueError as e:
         raise UnreadableSource(str(e)) from None
-    if predict_frames(predictor, reader, item.output, names, run_dir, label, save_conf) == 0:
+    if predict_frames(predictor, reader, item.output, names, run_dir, label, save_conf, tracking) == 0:
         raise UnreadableSource(f"{item.path}: the video has no readable frame")
 
 
 def predict_frames(predictor: Predictor, reader: FrameReader, output: str, names, run_dir: Path, label: str,
-                   save_conf: bool = False) -> int:
+                   save_conf: bool = False, tracking: Tracking | None = None) -> int:
     """Annotate the frames `reader` gives into run_dir/<output>.mp4, with labels/<output>_<index>.txt and
     json/<output>_<index>.json per frame (index: the frame's number in the source); returns the frames written.
     The reader is closed and the video finished at the end, on an error and on Ctrl-C alike, and the counts
@@ -239,14 +253,20 @@ def predict_frames(predictor: Predictor, reader: FrameReader, output: str, names
             tick = time.perf_counter()
             det = predictor([frame])[0]
             elapsed = (time.perf_counter() - tick) * 1000
-            annotated = draw(frame, det, names)
+            if tracking:  # the rows become the tracked ones, with their ids
+                det, annotated = tracking.frame(output, det, frame, reader.fps)
+            else:
+                annotated = draw(frame, det, names)
             with deferred_interrupt():  # Ctrl-C: a frame's video frame, txt and json are written whole or not at all
                 if writer is None:
                     writer, size = open_writer(run_dir / f"{output}.mp4", reader.fps, frame)
                 # a stream reopened at another size still fits the video
                 writer.write(annotated if annotated.shape[1::-1] == size else cv2.resize(annotated, size))
-                save_results(det, names, frame.shape, f"{output}_{index}", run_dir, f"{reader.name}#{index}",
-                             save_conf)
+                if tracking:
+                    tracking.save(det, frame.shape, f"{output}_{index}", f"{reader.name}#{index}", output, index + 1)
+                else:
+                    save_results(det, names, frame.shape, f"{output}_{index}", run_dir, f"{reader.name}#{index}",
+                                 save_conf)
                 written += 1
             print(f"{label} {reader.name} frame {index}: {summary(det, names)} ({elapsed:.1f} ms)")
     finally:

@@ -40,16 +40,20 @@ def draw(image: np.ndarray, det: torch.Tensor, names: list[str]) -> np.ndarray:
 
 
 def save_results(det: torch.Tensor, names: list[str], shape, stem: str, run_dir: Path, source: str,
-                 save_conf: bool = False) -> None:
+                 save_conf: bool = False, ids=None) -> None:
     """labels/<stem>.txt (YOLO labels: class cx cy w h normalised, as train.py reads them; `save_conf` appends the
-    confidence) and json/<stem>.json (pixels, with confidences)."""
+    confidence) and json/<stem>.json (pixels, with confidences). `ids` (tracking): each row's track id, the last
+    value of its label line (as other YOLO tools write tracks) and `track_id` in the json."""
     h, w = shape[:2]
     lines, objects = [], []
-    for x1, y1, x2, y2, score, k in det.tolist():
+    for row, track in zip(det.tolist(), [None] * len(det) if ids is None else [int(i) for i in ids]):
+        x1, y1, x2, y2, score, k = row
         lines.append(f"{int(k)} {(x1 + x2) / 2 / w:.6f} {(y1 + y2) / 2 / h:.6f} {(x2 - x1) / w:.6f} "
-                     f"{(y2 - y1) / h:.6f}" + (f" {score:.5f}" if save_conf else ""))
+                     f"{(y2 - y1) / h:.6f}" + (f" {score:.5f}" if save_conf else "")
+                     + (f" {track}" if track is not None else ""))
         objects.append({"class": int(k), "name": names[int(k)], "confidence": round(score, 5),
-                        "box_xyxy": [round(v, 2) for v in (x1, y1, x2, y2)]})
+                        "box_xyxy": [round(v, 2) for v in (x1, y1, x2, y2)]}
+                       | ({"track_id": track} if track is not None else {}))
     atomic_write_text(run_dir / "labels" / f"{stem}.txt", "".join(line + "\n" for line in lines))
     record = {"source": source, "width": w, "height": h, "detections": objects}
     atomic_write_text(run_dir / "json" / f"{stem}.json", json.dumps(record, indent=1))

@@ -90,7 +90,7 @@ def test_backend_comparison_runs_every_backend_on_a_small_cfg(tmp_path, capsys):
 
 def test_predict_path_rows_on_images(tmp_path, capsys):
     cfg = tmp_path / "small.cfg"
-    cfg.write_text(YOLO_CFG)
+    cfg.write_text(YOLO_CFG.replace("[net]\n", "[net]\nletter_box=1\n", 1))  # letterboxed: rect canvases
     folder = tmp_path / "images"
     folder.mkdir()
     generator = np.random.default_rng(0)

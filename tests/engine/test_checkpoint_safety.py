@@ -89,14 +89,14 @@ def test_resume_falls_back_to_the_previous_checkpoint(tmp_path):
 def test_results_csv_on_a_full_disk_warns_and_keeps_the_file(tmp_path, monkeypatch):
     csv = ResultsCsv(tmp_path / "results.csv")
     row = {"epoch": 1, "box": 0.1, "obj": 0.2, "cls": 0.3, "lr": 0.01, "time": 1.0}
-    csv(row)
+    csv.log_epoch(1, row)
 
     def full(*args):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("detect.engine.monitor.atomic_write_text", full)
     with log_lines("detect.engine.monitor") as lines:
-        csv({**row, "epoch": 2})
+        csv.log_epoch(2, {**row, "epoch": 2})
     assert any("results.csv not updated" in line and "No space left" in line for line in lines)
     assert len((tmp_path / "results.csv").read_text().splitlines()) == 2  # header + epoch 1
 

@@ -1,5 +1,6 @@
 """The Trainer in this process, no process group: two micro-batches make one optimiser step."""
 
+import numpy as np
 import torch
 
 from detect.engine.setup import build_trainer
@@ -160,3 +161,25 @@ def test_a_stretched_run_feeds_stretched_images_and_its_pt_says_so(tmp_path):
         setup.train_loader.close()
     handle = load_model_file(setup.run_dir / "best.pt", device=torch.device("cpu"), backend="torch")
     assert handle.resize == "stretch"
+
+
+def test_stretch_single_stretches_lone_images_and_keeps_mosaic_tiles(tmp_path):
+    ctx = dist.DistContext(0, 1, 0, torch.device("cpu"), None)
+    data = tmp_path / "rect.yaml"
+    data.write_text(f"format: synthetic\npath: {tmp_path / 'rect'}\nseed: 1\ntrain_images: 16\nval_images: 8\n"
+                    "image_sizes: [48, 80]\nmin_side: 10\nmax_side: 28\nmax_objects: 3\n")
+    setup = build_trainer(tiny_options(tmp_path, data=str(data), resize="stretch-single"), ctx).setup
+    dataset = setup.train_loader.dataset
+    try:
+        records = dataset.records
+        index = max(range(len(records)), key=lambda i: abs(records[i].width - records[i].height))
+        record = records[index]
+        plan = dataset._geometry(np.random.default_rng(0), index, range(len(records)), mosaic_epoch=True)
+        image, boxes = dataset.load_resized(index)  # as tiles (and the cache) have it: long side 64, aspect kept
+        assert image.shape[:2] != (64, 64) and max(image.shape[:2]) == 64 and record.width != record.height
+        # that image filled out to 64 x 64 (no mosaic, zoom or shift in QUIET_HYP: the warp is the identity)
+        scale = [64 / image.shape[1], 64 / image.shape[0]] * 2
+        np.testing.assert_allclose(plan.boxes, boxes * scale, atol=1e-4)
+    finally:
+        setup.train_loader.close()
+    assert setup.evaluate_fn is not None

@@ -70,8 +70,8 @@ def test_yolov3_tiny_real_weights_match_pytorch(yolov3_tiny, shared):
     assert (onnx_model.input_size, onnx_model.batch_size, onnx_model.max_stride) == ((416, 416), 1, 32)
     assert onnx_model.num_classes == 80 and onnx_model.names[:2] == ["person", "bicycle"]
     props = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
-    assert json.loads(props["strides"]) == [32, 16] and props["resize"] == "letterbox"  # the options' default
-    assert json.loads(props["preprocess"]) == PREPROCESS["letterbox"]
+    assert json.loads(props["strides"]) == [32, 16] and props["resize"] == "stretch"  # the cfg has no letter_box
+    assert json.loads(props["preprocess"]) == PREPROCESS["stretch"]
     x = real_images(shared, 416)  # 3 images through a batch-1 graph: served in chunks
     expected = reference(model, x)
     got = onnx_model(x)

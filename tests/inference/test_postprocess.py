@@ -104,3 +104,34 @@ def test_merge_nms_averages_the_suppressed_cluster_by_iou_and_score():
     assert torch.allclose(det[2, :4], torch.tensor([140.0, 140.0, 160.0, 160.0]))
     (plain,) = non_max_suppression(pred, conf_thres=0.1, iou_thres=0.6, multi_label=False)
     assert torch.allclose(plain[0, :4], torch.tensor([40.0, 40.0, 60.0, 60.0]))
+
+
+def test_per_class_thresholds_keep_score_at_or_above_their_class_threshold():
+    pred = torch.tensor([[
+        _row(50, 50, 20, 20, 0.9, [0.5, 0.8, 0.1]),    # best class 1, score 0.72; class 0 0.45
+        _row(200, 200, 10, 10, 0.5, [0.6, 0.1, 0.1]),  # class 0, score 0.3
+        _row(300, 100, 40, 20, 0.5, [0.1, 0.1, 0.5]),  # class 2, score 0.25: exactly its threshold, kept
+    ]])
+    thresholds = [0.4, 0.75, 0.25]
+    (det,) = non_max_suppression(pred, conf_thres=thresholds, iou_thres=0.5, multi_label=False)
+    # the 0.72 box's best class 1 misses its 0.75 (single-label: its class 0 score does not stand in)
+    assert det[:, 5].tolist() == [2.0] and det[:, 4].tolist() == pytest.approx([0.25])
+    (det,) = non_max_suppression(pred, conf_thres=thresholds, iou_thres=0.5, multi_label=True)
+    assert det[:, 5].tolist() == [0.0, 2.0] and det[:, 4].tolist() == pytest.approx([0.45, 0.25])
+    with pytest.raises(ValueError, match="2 per-class confidence thresholds for a model of 3 classes"):
+        non_max_suppression(pred, conf_thres=[0.1, 0.2])
+
+
+def test_per_class_thresholds_equal_nms_at_their_minimum_then_filtering():
+    generator = torch.Generator().manual_seed(0)
+    n, k = 400, 5
+    xy = torch.rand(2, n, 2, generator=generator) * 200
+    wh = 10 + torch.rand(2, n, 2, generator=generator) * 40
+    pred = torch.cat((xy, wh, torch.rand(2, n, 1 + k, generator=generator)), dim=-1)
+    thresholds = torch.tensor([0.05, 0.3, 0.5, 0.15, 0.7])
+    for multi_label in (False, True):
+        filtered = non_max_suppression(pred, thresholds, 0.5, max_det=5000, multi_label=multi_label)
+        plain = non_max_suppression(pred, float(thresholds.min()) - 1e-6, 0.5, max_det=5000, multi_label=multi_label)
+        for got, every in zip(filtered, plain):
+            keep = every[:, 4] >= thresholds[every[:, 5].long()]
+            assert len(got) > 20 and torch.equal(got, every[keep])

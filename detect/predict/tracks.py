@@ -1,0 +1,112 @@
+"""What `detect.predict --track` adds: each source's frames through its own tracker, the ids drawn with short
+trails, the ids in labels and json, MOTChallenge files (--save-mot) and the distinct tracks per class at the end.
+
+A source is a video file, a stream, or a folder of images read in name order (each folder of --source its own
+sequence; with --recursive every sub-folder is one). Images of several folders may share a batch: each image
+still goes to its folder's tracker, as the frame after that folder's previous image.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path, PurePosixPath
+
+import cv2
+import numpy as np
+
+from detect.runtime.files import atomic_write_text
+from detect.tracking.config import DEFAULT_TRACKER, LOW_SCORE, TRACKERS, TrackerConfig
+from detect.tracking.mot import mot_lines
+from detect.tracking.sources import TrackerBank, summary_line
+
+from .inputs import Input
+from .outputs import class_colour, save_results
+
+
+def add_track_flags(p) -> None:
+    p.add_argument("--track", nargs="?", const=DEFAULT_TRACKER, default=None, choices=tuple(TRACKERS),
+                   metavar="TRACKER", help=f"follow objects over frames with {' or '.join(TRACKERS)} (default "
+                   f"{DEFAULT_TRACKER}): a video, a stream, or a folder of images read in name order (each folder "
+                   f"its own sequence); track ids in labels (last value) and json, ids and trails drawn, distinct "
+                   f"tracks per class printed and in tracks.json. --conf is the tracker's high score; the detector "
+                   f"runs down to {LOW_SCORE:g} for its second stage")
+    p.add_argument("--save-mot", action="store_true",
+                   help="with --track: mot/<source>.txt per source, MOTChallenge lines frame,id,left,top,width,"
+                        "height,conf,-1,-1,-1 (frames from 1)")
+
+
+def track_colour(track_id: int) -> tuple[int, int, int]:
+    """A stable colour per track (the class palette, stepped by a prime so neighbouring ids differ)."""
+    return class_colour(int(track_id) * 7 + 3)
+
+
+def draw_tracks(image: np.ndarray, rows: np.ndarray, names: list[str], trails: dict) -> np.ndarray:
+    """Boxes coloured by track, labelled `#id name score`, each with the trail of its recent centres."""
+    out = image.copy()
+    thickness = max(1, round(sum(image.shape[:2]) / 600))
+    for track_id, trail in trails.items():
+        points = np.array([(x, y) for _, x, y in trail], np.int32)
+        if len(points) > 1:
+            cv2.polylines(out, [points.reshape(-1, 1, 2)], False, track_colour(track_id), thickness, cv2.LINE_AA)
+    for x1, y1, x2, y2, score, k, track_id in np.asarray(rows).tolist():
+        colour = track_colour(int(track_id))
+        cv2.rectangle(out, (int(x1), int(y1)), (int(x2), int(y2)), colour, thickness, cv2.LINE_AA)
+        label = f"#{int(track_id)} {names[int(k)]} {score:.2f}"
+        (tw, th), base = cv2.getTextSize(label, cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, 1)
+        top = int(y1) - th - base if int(y1) - th - base >= 0 else int(y1)
+        left = min(max(int(x1), 0), max(out.shape[1] - tw, 0))
+        cv2.rectangle(out, (left, top), (left + tw, top + th + base), colour, -1)
+        cv2.putText(out, label, (left, top + th), cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, (255, 255, 255), 1,
+                    cv2.LINE_AA)
+    return out
+
+
+def image_sequence(item: Input, source: str) -> str:
+    """The sequence an image belongs to: its folder below --source, named by that path (the folder --source
+    names itself: by its own name)."""
+    folder = str(PurePosixPath(item.relative).parent)
+    return folder if folder != "." else (Path(source).name or "images")
+
+
+class Tracking:
+    """One tracker per source (TrackerBank) and predict's tracking outputs in `run_dir`. `source`: --source,
+    which names the sequence of the images directly in it."""
+
+    def __init__(self, config: TrackerConfig, run_dir: Path, names: list[str], source: str, save_conf: bool = False,
+                 save_mot: bool = False):
+        self.bank, self.run_dir, self.names, self.source = TrackerBank(config), run_dir, names, source
+        self.save_conf, self.save_mot = save_conf, save_mot
+        self._frames: dict[str, int] = {}  # images of each image sequence so far
+
+    def image(self, item: Input, det, image: np.ndarray):
+        """(tracked rows [k, 7], annotated image, save: writes its outputs) of an image of a sequence."""
+        key = image_sequence(item, self.source)
+        self._frames[key] = frame = self._frames.get(key, 0) + 1
+        rows, annotated = self.frame(key, det, image)
+        return rows, annotated, lambda: self.save(rows, image.shape, item.output, str(item.path), key, frame)
+
+    def frame(self, key: str, det, frame: np.ndarray, fps: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(tracked rows [k, 7], annotated frame) of the next frame of source `key`."""
+        rows = self.bank.update(key, np.asarray(det), fps)
+        return rows, draw_tracks(frame, rows, self.names, self.bank[key].trails)
+
+    def save(self, rows: np.ndarray, shape, stem: str, source: str, key: str, frame: int) -> None:
+        """labels/<stem>.txt and json/<stem>.json with the track ids, and (--save-mot) the frame's lines of
+        mot/<key>.txt (frame: 1-based). Call inside the frame's deferred_interrupt block."""
+        save_results(rows[:, :6], self.names, shape, stem, self.run_dir, source, self.save_conf, ids=rows[:, 6])
+        if self.save_mot:
+            path = self.run_dir / "mot" / f"{key}.txt"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a") as f:
+                f.write(mot_lines(frame, rows[:, :4], rows[:, 6], rows[:, 4]))
+
+    def finish(self) -> dict:
+        """Print the distinct tracks per class of each source and over all; write tracks.json."""
+        summary = self.bank.summary(self.names)
+        for source in summary["sources"]:
+            print(f"tracks {source['source']}: {summary_line(source['per_class'])} ({source['tracks']} tracks over "
+                  f"{source['frames']} frames)")
+        if len(summary["sources"]) > 1:
+            print(f"tracks in all: {summary_line(summary['per_class'])} ({summary['tracks']} tracks)")
+        atomic_write_text(self.run_dir / "tracks.json", json.dumps(summary, indent=1))
+        return summary

@@ -1,0 +1,124 @@
+"""`detect.val --track`: a model and a tracker over MOTChallenge sequences, scored against their ground truth.
+
+Each sequence's frames run through the Predictor in batches, in order, and its own tracker; the tracked boxes
+become MOT rows (frame numbers from the image names), scored by detect.tracking.metrics per sequence and
+combined. The detector's thresholds are tracking ones (detect.tracking.settings).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from detect.data.images import read_image
+from detect.inference.predictor import Predictor
+from detect.runtime.files import atomic_write_text
+
+from .config import TrackerConfig
+from .metrics import TrackingScores, combine, evaluate_sequence, scores
+from .mot import MotRows, Sequence, mot_lines, read_mot
+from .sources import SourceTracks
+
+
+@dataclass(frozen=True)
+class SequenceResult:
+    name: str
+    frames: int
+    tracks: MotRows
+    scores: TrackingScores
+    raw: dict  # TrackEval's results, for combining
+
+
+def track_sequence(predictor: Predictor, seq: Sequence, config: TrackerConfig) -> MotRows:
+    """The tracked boxes of every frame of `seq` as MOT rows (the frames in batches of the predictor's size)."""
+    tracks = SourceTracks(config, seq.fps)
+    parts = []
+    step = predictor.settings.batch_size
+    for start in range(0, len(seq.frames), step):
+        chunk = seq.frames[start:start + step]
+        for (number, _), det in zip(chunk, predictor([read_image(path) for _, path in chunk])):
+            rows = tracks.update(np.asarray(det))
+            parts.append(MotRows(np.full(len(rows), number), rows[:, 6].astype(np.int64), rows[:, :4], rows[:, 4]))
+    return MotRows.stack(parts)
+
+
+def evaluate_sequences(predictor: Predictor, sequences: list[Sequence], config: TrackerConfig,
+                       progress=print) -> tuple[list[SequenceResult], TrackingScores]:
+    """Each sequence tracked and scored (FileNotFoundError for one without gt/gt.txt, before any work), and the
+    combined scores."""
+    missing = [str(seq.ground_truth) for seq in sequences if not seq.ground_truth.is_file()]
+    if missing:
+        raise FileNotFoundError(f"no ground truth: {', '.join(missing[:3])} (a MOTChallenge sequence has "
+                                f"gt/gt.txt: frame,id,left,top,width,height,conf,class,visibility)")
+    results = []
+    for seq in sequences:
+        tracks = track_sequence(predictor, seq, config)
+        raw = evaluate_sequence(read_mot(seq.ground_truth), tracks, [number for number, _ in seq.frames])
+        results.append(SequenceResult(seq.name, len(seq.frames), tracks, scores(raw), raw))
+        progress(f"{seq.name}: {len(seq.frames)} frames, {len(np.unique(tracks.ids))} tracks, "
+                 f"{format_scores(results[-1].scores)}")
+    return results, scores(combine([r.raw for r in results]))
+
+
+def format_scores(s: TrackingScores) -> str:
+    return (f"HOTA {s.hota:.3f} (DetA {s.deta:.3f}, AssA {s.assa:.3f}), MOTA {s.mota:.3f}, IDF1 {s.idf1:.3f}, "
+            f"ID switches {s.id_switches}")
+
+
+def format_table(results: list[SequenceResult], combined: TrackingScores) -> str:
+    header = (f"{'sequence':24s} {'frames':>6s} {'HOTA':>6s} {'DetA':>6s} {'AssA':>6s} {'MOTA':>6s} {'IDF1':>6s} "
+              f"{'IDSW':>5s} {'FP':>6s} {'FN':>6s} {'GT ids':>6s} {'ids':>5s}")
+
+    def line(name, frames, s):
+        return (f"{name:24s} {frames:6d} {s.hota:6.3f} {s.deta:6.3f} {s.assa:6.3f} {s.mota:6.3f} {s.idf1:6.3f} "
+                f"{s.id_switches:5d} {s.false_positives:6d} {s.false_negatives:6d} {s.gt_ids:6d} {s.tracked_ids:5d}")
+
+    rows = [line(r.name, r.frames, r.scores) for r in results]
+    return "\n".join([header, *rows, line("COMBINED", sum(r.frames for r in results), combined)])
+
+
+def write_results(run_dir: Path, results: list[SequenceResult], combined: TrackingScores, extra: dict) -> None:
+    """tracking.json (per sequence and combined) and mot/<sequence>.txt, the tracked boxes as MOT results."""
+    (run_dir / "mot").mkdir(parents=True, exist_ok=True)
+    for r in results:
+        t = r.tracks
+        text = "".join(mot_lines(int(f), t.boxes[t.frames == f], t.ids[t.frames == f], t.conf[t.frames == f])
+                       for f in np.unique(t.frames))
+        atomic_write_text(run_dir / "mot" / f"{r.name}.txt", text)
+    record = {"combined": combined.as_dict(), "sequences": {r.name: r.scores.as_dict() for r in results}, **extra}
+    atomic_write_text(run_dir / "tracking.json", json.dumps(record, indent=1))
+
+
+def run_track_eval(args, ctx) -> TrackingScores:
+    """`detect.val --track`: args.data names the sequences (detect.tracking.mot.find_sequences); the model's
+    thresholds (--conf, else its per-class ones, else 0.25) are the tracker's high score. Prints the table and
+    writes tracking.json and mot/ to the run folder; returns the combined scores."""
+    from detect.inference.loading import conf_settings, load_model_file
+    from detect.inference.predictor import InferenceSettings
+    from detect.runtime.precision import amp_dtype
+    from detect.runtime.runs import next_run_dir
+
+    from .mot import find_sequences
+    from .settings import for_tracking
+
+    if ctx.world_size > 1:
+        raise ValueError("--track evaluates in one process (each sequence is one tracker's, in frame order); run "
+                         "python -m detect.val --track without torchrun")
+    sequences = find_sequences(args.data)  # before the model loads: a wrong folder fails at once
+    handle = load_model_file(args.weights, args.cfg, device=ctx.device, img_size=args.img, square=args.square,
+                             backend=args.backend, augment=args.augment, resize=args.resize)
+    settings = InferenceSettings.for_model(handle, **conf_settings(handle, args.conf), iou=args.iou,
+                                           max_det=args.max_det, batch_size=args.batch,
+                                           amp_dtype=amp_dtype(args.amp, ctx.device), augment=args.augment,
+                                           slice_size=args.slice, slice_overlap=args.overlap)
+    settings, config = for_tracking(settings, args.track)
+    results, combined = evaluate_sequences(Predictor(handle.runner, settings, ctx.device), sequences, config)
+    print(format_table(results, combined))
+    run_dir = next_run_dir(args.project, args.name)
+    write_results(run_dir, results, combined, {"tracker": config.name, "weights": str(args.weights),
+                                               "data": str(args.data)})
+    print(f"results written to {run_dir}")
+    return combined

@@ -1,0 +1,134 @@
+"""MOTChallenge files: tracking results and ground truth as text lines, and the sequence folders they belong to.
+
+A line is `frame,id,left,top,width,height,conf,...` (1-based frames, pixels). Results end with `-1,-1,-1` (the
+world coordinates MOTChallenge's 2D files leave empty); ground truth (gt/gt.txt) has `conf` 0 for a box that
+is not scored (an ignore region: a tracker is neither rewarded nor penalised there), then the class and the
+visibility. A sequence is a folder SEQ with SEQ/seqinfo.ini (name, imDir, frameRate, seqLength, imWidth,
+imHeight, imExt), SEQ/img1/000001.jpg ... and SEQ/gt/gt.txt.
+"""
+
+from __future__ import annotations
+
+import configparser
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from detect.data.images import IMAGE_SUFFIXES
+
+
+def mot_lines(frame: int, boxes: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> str:
+    """The result lines of one frame (1-based) for boxes [k, 4] xyxy with their track ids and scores."""
+    return "".join(f"{frame},{int(i)},{x1:.2f},{y1:.2f},{x2 - x1:.2f},{y2 - y1:.2f},{s:.4f},-1,-1,-1\n"
+                   for (x1, y1, x2, y2), i, s in zip(np.asarray(boxes).tolist(), np.asarray(ids).tolist(),
+                                                     np.asarray(scores).tolist()))
+
+
+@dataclass(frozen=True)
+class MotRows:
+    """The rows of a MOT file as columns: frame and id int64 [n], boxes float64 [n, 4] xyxy, conf [n]."""
+
+    frames: np.ndarray
+    ids: np.ndarray
+    boxes: np.ndarray
+    conf: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def empty(cls) -> MotRows:
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 4)), np.zeros(0))
+
+    @classmethod
+    def stack(cls, rows: list[MotRows]) -> MotRows:
+        rows = [r for r in rows if len(r)] or [cls.empty()]
+        return cls(*(np.concatenate([getattr(r, f) for r in rows]) for f in ("frames", "ids", "boxes", "conf")))
+
+    def at(self, frame: int) -> MotRows:
+        keep = self.frames == frame
+        return MotRows(self.frames[keep], self.ids[keep], self.boxes[keep], self.conf[keep])
+
+
+def parse_mot(text: str, source: str = "MOT text") -> MotRows:
+    """The rows of a MOT results or ground-truth text (comma- or space-separated; at least 6 columns, conf 1 when
+    there is no 7th). ValueError naming the line at fault."""
+    values = []
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.replace(",", " ").split()
+        if not fields:
+            continue
+        try:
+            row = [float(v) for v in fields]
+        except ValueError:
+            raise ValueError(f"{source} line {number}: {line.strip()!r} is not numbers (want frame,id,left,top,"
+                             f"width,height,conf,...)") from None
+        if len(row) < 6:
+            raise ValueError(f"{source} line {number}: {len(row)} values; a MOT line has at least 6 (frame,id,"
+                             f"left,top,width,height)")
+        values.append(row[:7] if len(row) >= 7 else row + [1.0])
+    if not values:
+        return MotRows.empty()
+    table = np.array(values, np.float64)
+    left_top, size = table[:, 2:4], table[:, 4:6]
+    return MotRows(table[:, 0].astype(np.int64), table[:, 1].astype(np.int64),
+                   np.concatenate([left_top, left_top + size], axis=1), table[:, 6])
+
+
+def read_mot(path: str | Path) -> MotRows:
+    return parse_mot(Path(path).read_text(), str(path))
+
+
+@dataclass(frozen=True)
+class Sequence:
+    """A MOTChallenge sequence folder: its frames (1-based number, image path) and what seqinfo.ini says."""
+
+    path: Path
+    name: str
+    frames: list[tuple[int, Path]]
+    fps: float | None
+
+    @property
+    def ground_truth(self) -> Path:
+        return self.path / "gt" / "gt.txt"
+
+
+def read_sequence(folder: str | Path) -> Sequence:
+    """The sequence in `folder`: seqinfo.ini's name, imDir (img1), imExt and frameRate when present; the frames are
+    the images of imDir, sorted, numbered by their digit stems (000001.jpg is frame 1), else 1, 2, ... in order."""
+    folder = Path(folder)
+    info = configparser.ConfigParser()
+    if (folder / "seqinfo.ini").is_file():
+        info.read(folder / "seqinfo.ini")
+    section = info["Sequence"] if info.has_section("Sequence") else {}
+    image_dir = folder / section.get("imDir", "img1")
+    suffix = section.get("imExt", "").lower()
+    if not image_dir.is_dir():
+        raise FileNotFoundError(f"{folder}: not a MOTChallenge sequence (no {image_dir.name}/ of frames; want "
+                                f"SEQ/img1/000001.jpg ..., SEQ/gt/gt.txt and SEQ/seqinfo.ini)")
+    images = sorted(p for p in image_dir.iterdir()
+                    if p.suffix.lower() == suffix or (not suffix and p.suffix.lower() in IMAGE_SUFFIXES))
+    if not images:
+        raise FileNotFoundError(f"{image_dir}: no frames (images {suffix or ', '.join(IMAGE_SUFFIXES)})")
+    numbers = [int(p.stem) if p.stem.isdigit() else 0 for p in images]
+    if min(numbers) < 1 or len(set(numbers)) < len(numbers):
+        numbers = list(range(1, len(images) + 1))
+    fps = float(section["frameRate"]) if "frameRate" in section else None
+    return Sequence(folder, section.get("name", folder.name), list(zip(numbers, images)), fps)
+
+
+def find_sequences(root: str | Path) -> list[Sequence]:
+    """The sequences under `root`: root itself when it is one (it has an img1/ or a seqinfo.ini), else its
+    sub-folders that are, sorted by name (a MOT17/train folder). FileNotFoundError when there are none."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: no such folder (want a MOTChallenge sequence SEQ/ or a folder of them)")
+    if (root / "img1").is_dir() or (root / "seqinfo.ini").is_file():
+        return [read_sequence(root)]
+    found = [read_sequence(p) for p in sorted(root.iterdir())
+             if p.is_dir() and ((p / "img1").is_dir() or (p / "seqinfo.ini").is_file())]
+    if not found:
+        raise FileNotFoundError(f"{root}: no MOTChallenge sequence in it (a SEQ/ folder with img1/ frames, "
+                                f"gt/gt.txt and seqinfo.ini)")
+    return found

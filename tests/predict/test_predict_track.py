@@ -1,0 +1,89 @@
+"""detect.predict --track with yolov3-tiny on a pan along a coco-tiny street: a video made with cv2.VideoWriter
+(--save-mot, ids in labels and json, tracks.json), the same frames as a live MJPEG stream, two folders sharing
+batches (each its own tracker), and the flag errors."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from detect.predict import main
+from tests.support.mjpeg_server import MjpegServer
+from tests.support.tracking import panned_street, write_frames, write_video
+
+MOT_LINE = re.compile(r"^(\d+),(\d+),(-?\d+\.\d\d),(-?\d+\.\d\d),(\d+\.\d\d),(\d+\.\d\d),(0\.\d{4}),-1,-1,-1$")
+
+
+def _model(shared) -> list[str]:
+    return ["--cfg", str(shared("darknet-cfg", "yolov3-tiny.cfg")), "--weights",
+            str(shared("weights", "yolov3-tiny.weights")), "--names", str(shared("darknet-cfg", "coco.names")),
+            "--img", "320", "--device", "cpu"]
+
+
+@pytest.mark.slow
+def test_track_a_video_with_mot_output(shared, tmp_path, capsys):
+    video = write_video(panned_street(shared), tmp_path / "street.mp4")
+    assert main(_model(shared) + ["--source", str(video), "--track", "--save-mot", "--save-conf",
+                                  "--project", str(tmp_path / "runs"), "--name", "v"]) == 0
+    run = tmp_path / "runs" / "v"
+    lines = (run / "mot" / "street.txt").read_text().splitlines()
+    parsed = [MOT_LINE.match(line) for line in lines]
+    assert lines and all(parsed), lines[:3]
+    frames = [int(m.group(1)) for m in parsed]
+    assert min(frames) == 1 and max(frames) <= 12 and frames == sorted(frames)  # 1-based, in order
+    # frame 1's boxes are the video's frame 0 outputs: the same boxes, scores and ids in json and labels
+    first = [m for m in parsed if m.group(1) == "1"]
+    record = json.loads((run / "json" / "street_0.json").read_text())["detections"]
+    assert [d["track_id"] for d in record] == [int(m.group(2)) for m in first]
+    x1, y1 = record[0]["box_xyxy"][:2]
+    assert abs(x1 - float(first[0].group(3))) < 0.02 and abs(y1 - float(first[0].group(4))) < 0.02
+    labels = np.loadtxt(run / "labels" / "street_0.txt", ndmin=2)
+    assert labels.shape[1] == 7 and labels[:, 6].tolist() == [d["track_id"] for d in record]  # conf, then id
+    summary = json.loads((run / "tracks.json").read_text())
+    ids = {int(m.group(2)) for m in parsed}
+    assert summary["tracker"] == "bytetrack" and summary["tracks"] == len(ids) == max(ids)  # ids 1..n
+    assert summary["per_class"].get("car", 0) >= 2 and summary["sources"][0]["frames"] == 12
+    out = capsys.readouterr().out
+    assert "tracks street: " in out and f"({len(ids)} tracks over 12 frames)" in out
+
+
+@pytest.mark.slow
+def test_track_a_live_stream(shared, tmp_path, capsys):
+    seq = panned_street(shared)
+    with MjpegServer(seq.frames, fps=10, total=12) as server:
+        assert main(_model(shared) + ["--source", server.url, "--retries", "0", "--track", "--save-mot",
+                                      "--project", str(tmp_path / "runs"), "--name", "live"]) == 0
+    out = capsys.readouterr().out
+    run = tmp_path / "runs" / "live"
+    lines = (run / "mot" / "stream.txt").read_text().splitlines()
+    assert lines and all(MOT_LINE.match(line) for line in lines)
+    written = sorted(int(p.stem.rpartition("_")[2]) for p in (run / "json").glob("stream_*.json"))
+    # MOT frames are the stream's frame numbers + 1 (a dropped frame leaves a gap in both)
+    assert {int(line.split(",")[0]) for line in lines} <= {n + 1 for n in written}
+    assert "tracks stream: " in out and json.loads((run / "tracks.json").read_text())["tracks"] >= 2
+
+
+@pytest.mark.slow
+def test_two_folders_in_shared_batches_keep_their_own_tracks(shared, tmp_path):
+    seq = panned_street(shared, length=5)
+    for folder in ("a", "b"):  # the same five frames twice: batches of 4 hold a's last frame and b's first three
+        write_frames(seq, tmp_path / "src" / folder)
+    assert main(_model(shared) + ["--source", str(tmp_path / "src"), "--recursive", "--batch", "4", "--track",
+                                  "--save-mot", "--project", str(tmp_path / "runs"), "--name", "two"]) == 0
+    run = tmp_path / "runs" / "two"
+    a, b = ((run / "mot" / f"{k}.txt").read_text() for k in "ab")
+    assert a and a == b  # b's tracker starts fresh: the same frames give the same ids and boxes
+    record = json.loads((run / "json" / "b" / "0000.json").read_text())["detections"]
+    assert sorted(d["track_id"] for d in record) == list(range(1, len(record) + 1))
+    summary = json.loads((run / "tracks.json").read_text())
+    assert [s["source"] for s in summary["sources"]] == ["a", "b"]
+    assert summary["sources"][0]["per_class"] == summary["sources"][1]["per_class"]
+
+
+def test_track_flag_errors(tmp_path, capsys):
+    for flags, message in ((["--save-mot"], "--save-mot writes tracks: add --track"),
+                           (["--track", "deepsort"], "invalid choice: 'deepsort'")):
+        with pytest.raises(SystemExit) as stop:
+            main(["--weights", "x.pt", "--source", str(tmp_path), *flags])
+        assert stop.value.code == 2 and message in capsys.readouterr().err
