@@ -4,6 +4,7 @@
 
 Runs `torchrun --nproc_per_node N train.py` with the default flags (only the ones below), then `detect.val` on
 best.pt, and prints each epoch's losses and validation mAP with the wall time so far, then the final figures.
+`--also-val SPEC ...` evaluates best.pt on those specs' val splits too (a held-out set no choice was made on).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--img-size", "--img", type=int, default=416)
     p.add_argument("--nproc", type=int, default=2, help="torchrun processes")
     p.add_argument("--project", default=None, help="run folder parent (default: a temporary folder)")
+    p.add_argument("--also-val", nargs="+", default=[], metavar="SPEC",
+                   help="more dataset specs whose val split best.pt is evaluated on (e.g. a held-out part of train)")
     p.add_argument("train_args", nargs="*", help="extra train.py flags after --")
     return p.parse_args(argv)
 
@@ -62,17 +65,26 @@ def run(args, project: Path) -> int:
         print(f"{row['epoch']:>5s} {float(row['box']):7.4f} {float(row['obj']):7.4f} {float(row['cls']):7.4f} "
               f"{float(row['map50'] or 'nan'):8.4f} {float(row['map'] or 'nan'):7.4f} {float(row['time']):8.1f} "
               f"{elapsed:7.1f}")
-    val = [sys.executable, "-m", "detect.val", "--weights", str(run_dir / "best.pt"), "--data", args.data,
-           "--img-size", str(args.img_size), "--project", str(project / "val"), "--name", "best"]
+    for i, data in enumerate([args.data, *args.also_val]):
+        metrics = _evaluate(args, project, run_dir / "best.pt", data, f"best{i or ''}", env)
+        if metrics is None:
+            return 1
+        print(f"detect.val best.pt on {Path(data).name}: mAP@0.5 {metrics['map50']:.3f}  mAP@0.5:0.95 "
+              f"{metrics['map']:.3f} ({metrics['num_images']} images)")
+    print(f"training wall time {wall:.0f} s ({args.nproc} processes, {os.cpu_count()} cores)")
+    return 0
+
+
+def _evaluate(args, project: Path, weights: Path, data: str, name: str, env: dict) -> dict | None:
+    """detect.val of `weights` on `data`'s val split: its metrics.json, or None (the failure printed)."""
+    val = [sys.executable, "-m", "detect.val", "--weights", str(weights), "--data", data,
+           "--img-size", str(args.img_size), "--project", str(project / "val"), "--name", name, "--exist-ok"]
     proc = subprocess.run(val, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         print(proc.stdout[-2000:] + proc.stderr[-2000:], file=sys.stderr)
-        return 1
-    metrics = json.loads((project / "val" / "best" / "metrics.json").read_text())
-    print(f"detect.val best.pt: mAP@0.5 {metrics['map50']:.3f}  mAP@0.5:0.95 {metrics['map']:.3f} "
-          f"({metrics['num_images']} images); training wall time {wall:.0f} s ({args.nproc} processes, "
-          f"{os.cpu_count()} cores)")
-    return 0
+        print(f"detect.val on {data} failed (exit {proc.returncode})", file=sys.stderr)
+        return None
+    return json.loads((project / "val" / name / "metrics.json").read_text())
 
 
 def main(argv=None) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from detect.darknet.pt_files import (
+    checkpoint_record,
     checkpoint_state_dict,
     is_torch_checkpoint,
     load_checkpoint,
@@ -34,6 +35,7 @@ class LoadedModel:
     model: Darknet
     report: dict | None  # what load_weights copied, skipped and transferred per head (None without weights)
     names: list[str] | None  # class names a .pt carries (None for .weights)
+    record: dict | None = None  # what a .pt says about itself (pt_files.checkpoint_record; None for .weights)
 
 
 def check_img_size(img_size: int, stride: int, flag: str = "--img-size") -> int:
@@ -94,7 +96,8 @@ def load_model(cfg=None, weights=None, *, num_classes: int | None = None, names:
             raise ValueError(f"{weights} does not fit {model.cfg_path or 'the cfg'} ({model.num_classes} "
                              f"classes): {len(problems)} tensor(s) differ, e.g. {problems[0]}; pass the cfg the "
                              f"weights were trained with")
-    return LoadedModel(model, report, source_names)
+    record = checkpoint_record(weights, checkpoint) if checkpoint is not None else None
+    return LoadedModel(model, report, source_names, record)
 
 
 def _check_complete(report: dict, weights) -> None:

@@ -117,23 +117,41 @@ def save_pt(model, path: str | Path, names=None, ema_state: dict | None = None, 
                  "resize": mode}, path)
 
 
-def trained_resize(weights: str | Path | None) -> str | None:
+HEAVY_KEYS = ("model", "ema", "optimizer", "scaler", "rng", "epoch_partial")  # the tensors; the rest describes
+
+
+def checkpoint_record(weights: str | Path | None, checkpoint: dict | None = None) -> dict | None:
+    """What a `.pt` says about itself (opts, resize, names, class thresholds, ...: every entry but the tensors),
+    from `checkpoint` when it was read already, else read from `weights`; None for Darknet weights or no file."""
+    if checkpoint is None:
+        if weights is None or not Path(weights).is_file() or not is_torch_checkpoint(weights):
+            return None
+        checkpoint = load_checkpoint(weights)
+    return {k: v for k, v in checkpoint.items() if k not in HEAVY_KEYS}
+
+
+def _record(source) -> dict | None:
+    return source if isinstance(source, dict) else checkpoint_record(source)
+
+
+def trained_resize(source: dict | str | Path | None) -> str | None:
     """How a `.pt` was trained to see images (detect.data.resize_modes): the mode its run recorded (opts'
     `resize`, or the top-level `resize` of a weights-only file), `letterbox` for a `.pt` from before the record
-    (this project trained that way only), None for Darknet weights or no file (the cfg's `letter_box` says)."""
-    if weights is None or not Path(weights).is_file() or not is_torch_checkpoint(weights):
+    (this project trained that way only), None for Darknet weights or no file (the cfg's `letter_box` says).
+    `source`: the file, or its `checkpoint_record`."""
+    record = _record(source)
+    if record is None:
         return None
-    ckpt = load_checkpoint(weights)
-    opts = ckpt.get("opts")
-    mode = (opts.get("resize") if isinstance(opts, dict) else None) or ckpt.get("resize")
+    opts = record.get("opts")
+    mode = (opts.get("resize") if isinstance(opts, dict) else None) or record.get("resize")
     return "stretch" if mode in ("stretch", "stretch-single") else "letterbox"
 
 
-def trained_img_size(weights: str | Path | None) -> int | None:
+def trained_img_size(source: dict | str | Path | None) -> int | None:
     """The input size a `.pt` was trained at (its opts' img_size, which best.pt and last.pt record), or None for
-    Darknet weights, a file without it, or no file: the tools default to it rather than a fixed 416."""
-    if weights is None or not Path(weights).is_file() or not is_torch_checkpoint(weights):
-        return None
-    opts = load_checkpoint(weights).get("opts")
+    Darknet weights, a file without it, or no file: the tools default to it rather than a fixed 416. `source`:
+    the file, or its `checkpoint_record`."""
+    record = _record(source)
+    opts = record.get("opts") if record is not None else None
     size = opts.get("img_size") if isinstance(opts, dict) else None
     return int(size) if isinstance(size, (int, float)) and size > 0 else None

@@ -80,11 +80,12 @@ def run_darknet_map(args, ctx, open_checked_split):
     if is_onnx_path(args.weights):
         raise ValueError(f"--metric darknet runs the Darknet model itself; {args.weights} is an ONNX export: give the "
                          f".pt or the .weights with their cfg")
-    model = load_model(args.cfg, args.weights, img_size=args.img, exact=True).model
+    loaded = load_model(args.cfg, args.weights, img_size=args.img, exact=True)
+    model = loaded.model
     if args.img is not None:
         check_img_size(args.img, model.max_stride)
     model = model.to(ctx.device).float().eval()
-    mode, why = model_resize(model, args.weights)
+    mode, why = model_resize(model, args.weights, loaded.record)
     if args.resize is not None and args.resize != mode:
         log.info("--resize %s: overrides the mode the model was made for (%s, %s)", args.resize, mode, why)
         mode = args.resize

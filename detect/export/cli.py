@@ -131,10 +131,11 @@ def run(args) -> Path:
     # built at the cfg's own size: the requested one is checked against the strides first (one message)
     loaded = load_model(args.cfg, args.weights, exact=True)
     model = loaded.model
-    default_size = trained_img_size(args.weights) or max(model.input_size)
+    trained_size = trained_img_size(loaded.record)
+    default_size = trained_size or max(model.input_size)
     if args.img is None:
         log.info("--img-size %d: %s (give --img-size to export another)", default_size,
-                 "the size the .pt was trained at" if trained_img_size(args.weights) else "the cfg's [net] size")
+                 "the size the .pt was trained at" if trained_size else "the cfg's [net] size")
     img_size = (args.img[0], args.img[-1]) if args.img else (default_size, default_size)
     for side in img_size:
         check_img_size(side, model.max_stride)
@@ -143,9 +144,9 @@ def run(args) -> Path:
         raise ValueError(f"--names {args.names or args.weights} lists {len(names)} classes but the model predicts "
                          f"{model.num_classes}")
     stem = _output_stem(args)
-    class_conf = read_class_conf(args.weights)
+    class_conf = read_class_conf(args.weights, loaded.record)
     check_class_count(class_conf, model.num_classes, args.weights)
-    resize, why = model_resize(model, args.weights)
+    resize, why = model_resize(model, args.weights, loaded.record)
     if args.resize is not None and args.resize != resize:
         log.info("--resize %s: overrides the mode the model was made for (%s, %s)", args.resize, resize, why)
         resize = args.resize

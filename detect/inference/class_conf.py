@@ -79,10 +79,14 @@ def sidecar_path(weights) -> Path:
     return weights.with_name(weights.name + SIDECAR_SUFFIX)
 
 
-def read_class_conf(weights) -> ClassConf | None:
-    """The thresholds stored with a `.pt` or beside a `.weights` file (an `.onnx` carries its own in its
-    metadata, read with it: detect.inference.onnx_runtime), or None."""
+def read_class_conf(weights, record: dict | None = None) -> ClassConf | None:
+    """The thresholds stored with a `.pt` (from its `record`, pt_files.checkpoint_record, when read already) or
+    beside a `.weights` file (an `.onnx` carries its own in its metadata, read with it:
+    detect.inference.onnx_runtime), or None."""
     weights = Path(weights)
+    if record is not None:
+        data = record.get(KEY)
+        return None if data is None else ClassConf.from_dict(data, weights)
     if not weights.is_file():
         return None
     if is_torch_checkpoint(weights):

@@ -66,10 +66,10 @@ def load_model_file(weights, cfg=None, *, device: torch.device, img_size: int | 
     if is_onnx_path(weights):
         handle = _load_onnx(weights, device, img_size, square, backend, spelling)
     else:
-        runner, names, img_size, mode = load_darknet(weights, cfg, device, img_size, spelling.img_size, backend,
-                                                     cache_dir)
+        runner, names, img_size, mode, class_conf = load_darknet(weights, cfg, device, img_size, spelling.img_size,
+                                                                 backend, cache_dir)
         handle = ModelHandle(runner, names, img_size, None, square, getattr(runner, "engine", "torch"),
-                             Path(weights), mode, read_class_conf(weights))
+                             Path(weights), mode, class_conf)
     check_class_count(handle.class_conf, handle.num_classes, weights)
     if augment and handle.input_shape is not None:
         h, w = handle.input_shape
@@ -88,10 +88,11 @@ def with_resize(handle: ModelHandle, resize: str | None, flag: str = "--resize")
     return dataclasses.replace(handle, resize=resize)
 
 
-def model_resize(model, weights) -> tuple[str, str]:
-    """(the resize mode `model` loaded from `weights` expects, why): what a `.pt` recorded, else the cfg's
-    `[net] letter_box` (0, Darknet's default: stretch; 1: letterbox), as Darknet feeds its weights."""
-    recorded = trained_resize(weights)
+def model_resize(model, weights, record: dict | None = None) -> tuple[str, str]:
+    """(the resize mode `model` loaded from `weights` expects, why): what a `.pt` recorded (its `record`,
+    LoadedModel.record, when read already), else the cfg's `[net] letter_box` (0, Darknet's default: stretch;
+    1: letterbox), as Darknet feeds its weights."""
+    recorded = trained_resize(record if record is not None else weights)
     if recorded is not None:
         return recorded, f"as {Path(weights).name} was trained"
     letter_box = int(model.net_options.get("letter_box", 0))
@@ -138,22 +139,23 @@ def _load_onnx(weights, device, img_size: int | None, square: bool, backend: str
 
 def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag: str, backend: str = "auto",
                  cache_dir=None):
-    """(runner, the names it carries or None, input size, resize mode (`model_resize`)): the size given (`flag`),
-    else the size a `.pt` was
-    trained at, else the cfg's [net] size; a multiple of the model's largest stride, checked before anything runs
-    (the model is built at its cfg's size, which any such multiple can run at).
+    """(runner, the names it carries or None, input size, resize mode (`model_resize`), the class thresholds it
+    carries or None), the file read once. The size: the one given (`flag`), else the size a `.pt` was trained at,
+    else the cfg's [net] size; a multiple of the model's largest stride, checked before anything runs (the model
+    is built at its cfg's size, which any such multiple can run at).
     `backend` (detect.inference.engines.cpu_backend): on the CPU `auto` runs the model on ncnn where its layers
     allow, else on OpenVINO (cached under `cache_dir`, default the user's cache), else, and on CUDA, the PyTorch
     model runs fused (and packed on the CPU)."""
     loaded = load_model(cfg, weights, exact=True)
     if img_size is None:
-        trained = trained_img_size(weights)
+        trained = trained_img_size(loaded.record)
         img_size = trained or max(loaded.model.input_size)
         cfg_name = loaded.model.cfg_path or f"the cfg {Path(weights).name} carries"
         log_default_size(flag, img_size, f"the size {Path(weights).name} was trained at" if trained else
                          f"the [net] size of {cfg_name}")
     check_img_size(img_size, loaded.model.max_stride, flag)
-    mode, why = model_resize(loaded.model, weights)
+    mode, why = model_resize(loaded.model, weights, loaded.record)
+    class_conf = read_class_conf(weights, loaded.record)
     log.info("%s: images are %s to the input (%s)", Path(weights).name,
              "stretched" if mode == "stretch" else "letterboxed", why)
     engines = cpu_backend(backend, device)
@@ -161,10 +163,10 @@ def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag:
         compiled = load_cpu_engine(loaded.model, engines, img_size, torch.get_num_threads(),
                                    Path(cache_dir) if cache_dir else default_cache_dir(), str(weights))
         if compiled is not None:
-            return compiled, loaded.names, img_size, mode
+            return compiled, loaded.names, img_size, mode, class_conf
         if backend == "auto":
             log.warning("%s: no CPU engine took this model; running it on PyTorch", weights)
-    return for_inference(loaded.model, device), loaded.names, img_size, mode
+    return for_inference(loaded.model, device), loaded.names, img_size, mode, class_conf
 
 
 def conf_settings(handle: ModelHandle, conf: float | None, spelling: Spelling = CLI) -> dict:

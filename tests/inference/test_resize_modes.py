@@ -99,3 +99,20 @@ def test_a_darknet_export_writes_the_mode_into_the_cfgs_net_section():
     text = "[net]\nwidth=416\nletter_box=0\n\n[convolutional]\nsize=3\n"
     assert with_letter_box(text, "letterbox") == "[net]\nletter_box=1\nwidth=416\n\n[convolutional]\nsize=3\n"
     assert with_letter_box("# c\n[network]\nheight=32\n", "stretch") == "# c\n[network]\nletter_box=0\nheight=32\n"
+
+
+def test_a_pt_is_read_once_for_its_weights_size_mode_and_thresholds(tmp_path, monkeypatch):
+    """load_model_file takes the weights, the trained size, the resize mode and the class thresholds from one
+    read of the file (a last.pt with its optimiser state can be hundreds of MB)."""
+    model = Darknet(str(_cfg(tmp_path, None)))
+    path = tmp_path / "best.pt"
+    torch.save({"model": model.state_dict(), "cfg_text": model.cfg_text, "names": ["a", "b", "c", "d"],
+                "opts": {"img_size": 96, "resize": "stretch"}, "class_conf": {"conf": [0.3, 0.4, 0.5, 0.6], "global_conf": 0.4, "instances": [5, 5, 5, 5],
+                               "shrink": 10.0, "chosen_on": "val"}}, path)
+    reads = []
+    real_load = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: reads.append(a[0]) or real_load(*a, **k))
+    handle = load_model_file(path, device=CPU, backend="torch")
+    assert len(reads) == 1
+    assert (handle.img_size, handle.resize, handle.names) == (96, "stretch", ["a", "b", "c", "d"])
+    assert handle.class_conf is not None and handle.class_conf.conf == pytest.approx([0.3, 0.4, 0.5, 0.6])
