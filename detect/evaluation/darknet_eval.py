@@ -42,7 +42,7 @@ def darknet_split_map(model, source, letter_box: bool, points: int = 0, rank: in
     model.eval()
     try:
         with torch.inference_mode():
-            found = model_detections(_OnCpuRows(model), [source.records[i].path for i in mine], letter_box,
+            found = model_detections(model, [source.records[i].path for i in mine], letter_box,
                                      batch=batch)
     finally:
         model.train(was_training)
@@ -55,21 +55,6 @@ def darknet_split_map(model, source, letter_box: bool, points: int = 0, rank: in
                   for r in (source.records[i] for i in order)]
         result = darknet_map(detections, truths, source.names, points)
     return dist.broadcast_object(result)
-
-
-class _OnCpuRows:
-    """`model` fed float32 batches on its own device, its rows handed back on the CPU; the attributes
-    model_detections reads (input_size, net_options, heads, layer_shapes) are the model's."""
-
-    def __init__(self, model):
-        self._model = model
-        self._device = next(model.parameters()).device
-
-    def __getattr__(self, name):
-        return getattr(self._model, name)
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self._model(x.to(self._device)).float().cpu()
 
 
 log = logging.getLogger("detect.val")
