@@ -21,6 +21,7 @@ from detect.engine.batch_probe import probe_batch_size
 from detect.engine.class_weights import resolve_class_weights
 from detect.engine.config import Hyp
 from detect.engine.ema import ModelEMA
+from detect.engine.fitness import make_evaluator
 from detect.engine.loss import YoloLoss
 from detect.engine.monitor import chain, make_loggers
 from detect.engine.optim import (
@@ -40,39 +41,6 @@ from detect.runtime.files import atomic_write_text
 from detect.runtime.precision import amp_dtype
 
 log = logging.getLogger(__name__)
-
-
-def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, stride: int, ctx, on_result=None,
-                   cache: str | None = None, cache_dir=None, backend: str = "faster-coco-eval",
-                   metric: str = "coco", resize: str = "letterbox"):
-    """A callable(model) -> (fitness, metrics) over the opened val split, or None without one; the fitness is
-    mAP@0.5:0.95, or with `metric` voc07 / voc12 VOC's mAP@0.5; `on_result(EvalResult)` sees each result."""
-    from detect.data.loader import build_eval_loader
-    from detect.evaluation.evaluator import CocoEvaluator, evaluate
-
-    if val_source is None:
-        log.warning("the data spec has no val split: best.pt follows the training loss")
-        return None
-    loader = build_eval_loader(val_source, "val", img_size, batch_size, workers, stride, ctx.rank, ctx.world_size,
-                               cache_dir=cache_dir, cache=cache, resize=resize)
-    evaluator = CocoEvaluator(val_source, backend=backend, metric="coco" if metric == "darknet" else metric)
-
-    def run(model):
-        result = evaluate(model, loader, evaluator, ctx.device, channels_last=uses_channels_last(ctx.device))
-        voc = f"  {metric.upper()} mAP@0.5 {result.voc.map50:.4f}" if result.voc is not None else ""
-        fitness = result.voc.map50 if result.voc is not None else result.map
-        if metric == "darknet":  # Darknet's detector map (its own reading and resize) is the fitness
-            from detect.evaluation.darknet_eval import darknet_split_map
-
-            fitness = darknet_split_map(model, val_source, resize == "letterbox", 0, ctx.rank, ctx.world_size).map
-            voc = f"  Darknet mAP@0.50 {fitness:.4f}"
-        log.info("val: mAP@0.5 %.4f  mAP@0.5:0.95 %.4f%s (%d images)", result.map50, result.map, voc,
-                 result.num_images)
-        if on_result is not None:
-            on_result(result)
-        return fitness, {"map50": result.map50, "map": result.map}
-
-    return run
 
 
 def open_sources(opts: TrainOptions):

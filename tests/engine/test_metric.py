@@ -1,4 +1,4 @@
-"""train --metric: what best.pt follows (detect.engine.setup.make_evaluator), logged beside COCO's."""
+"""train --metric: what best.pt follows (detect.engine.fitness.make_evaluator), logged beside COCO's."""
 
 import csv
 
