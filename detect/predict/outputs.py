@@ -23,19 +23,30 @@ def class_colour(k: int) -> tuple[int, int, int]:
 
 def draw(image: np.ndarray, det: torch.Tensor, names: list[str]) -> np.ndarray:
     out = image.copy()
-    thickness = max(1, round(sum(image.shape[:2]) / 600))
+    thickness = line_thickness(image)
     for x1, y1, x2, y2, score, k in det.tolist():
         colour = class_colour(int(k))
         p1, p2 = (int(x1), int(y1)), (int(x2), int(y2))
         cv2.rectangle(out, p1, p2, colour, thickness, cv2.LINE_AA)
-        label = f"{names[int(k)]} {score:.2f}"
-        (tw, th), base = cv2.getTextSize(label, cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, 1)
-        top = p1[1] - th - base if p1[1] - th - base >= 0 else p1[1]
-        left = min(max(p1[0], 0), max(out.shape[1] - tw, 0))  # a box at the right edge keeps its label readable
-        cv2.rectangle(out, (left, top), (left + tw, top + th + base), colour, -1)
-        cv2.putText(out, label, (left, top + th), cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, (255, 255, 255),
-                    1, cv2.LINE_AA)
+        draw_label(out, p1, f"{names[int(k)]} {score:.2f}", colour, thickness)
     return out
+
+
+def line_thickness(image: np.ndarray) -> int:
+    """Box lines (and label text) grow with the image: 2 px for 640x480, 5 for 1920x1080."""
+    return max(1, round(sum(image.shape[:2]) / 600))
+
+
+def draw_label(out: np.ndarray, corner: tuple[int, int], label: str, colour, thickness: int) -> None:
+    """`label` in white on a `colour` band above a box's top-left `corner` (inside the box when there is no room
+    above; moved left at the right edge so it stays readable)."""
+    scale = 0.35 * thickness  # OpenCV 5 draws its fonts larger than 4.x: 0.7 gives 640x480 labels ~23 px high
+    (tw, th), base = cv2.getTextSize(label, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)
+    x, y = corner
+    top = y - th - base if y - th - base >= 0 else y
+    left = min(max(x, 0), max(out.shape[1] - tw, 0))
+    cv2.rectangle(out, (left, top), (left + tw, top + th + base), colour, -1)
+    cv2.putText(out, label, (left, top + th), cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255), 1, cv2.LINE_AA)
 
 
 

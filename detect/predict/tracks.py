@@ -20,7 +20,7 @@ from detect.tracking.mot import mot_lines
 from detect.tracking.sources import TrackerBank, summary_line
 
 from .inputs import Input
-from .outputs import class_colour, save_results
+from .outputs import class_colour, draw_label, line_thickness, save_results
 
 
 def add_track_flags(p) -> None:
@@ -41,23 +41,21 @@ def track_colour(track_id: int) -> tuple[int, int, int]:
 
 
 def draw_tracks(image: np.ndarray, rows: np.ndarray, names: list[str], trails: dict) -> np.ndarray:
-    """Boxes coloured by track, labelled `#id name score`, each with the trail of its recent centres."""
+    """Boxes coloured by track, labelled `#id name score`, each with the trail of its recent centres (the tracks
+    of this frame only)."""
     out = image.copy()
-    thickness = max(1, round(sum(image.shape[:2]) / 600))
+    thickness = line_thickness(image)
+    shown = {int(i) for i in np.asarray(rows).reshape(-1, 7)[:, 6]}
     for track_id, trail in trails.items():
+        if track_id not in shown:  # a track missed in this frame: no trail without its box
+            continue
         points = np.array([(x, y) for _, x, y in trail], np.int32)
         if len(points) > 1:
             cv2.polylines(out, [points.reshape(-1, 1, 2)], False, track_colour(track_id), thickness, cv2.LINE_AA)
     for x1, y1, x2, y2, score, k, track_id in np.asarray(rows).tolist():
         colour = track_colour(int(track_id))
         cv2.rectangle(out, (int(x1), int(y1)), (int(x2), int(y2)), colour, thickness, cv2.LINE_AA)
-        label = f"#{int(track_id)} {names[int(k)]} {score:.2f}"
-        (tw, th), base = cv2.getTextSize(label, cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, 1)
-        top = int(y1) - th - base if int(y1) - th - base >= 0 else int(y1)
-        left = min(max(int(x1), 0), max(out.shape[1] - tw, 0))
-        cv2.rectangle(out, (left, top), (left + tw, top + th + base), colour, -1)
-        cv2.putText(out, label, (left, top + th), cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, (255, 255, 255), 1,
-                    cv2.LINE_AA)
+        draw_label(out, (int(x1), int(y1)), f"#{int(track_id)} {names[int(k)]} {score:.2f}", colour, thickness)
     return out
 
 

@@ -383,7 +383,7 @@ def test_a_box_at_the_right_edge_keeps_its_whole_label_inside_the_image():
     colour = np.array(class_colour(5))
     label_rows = out[:40]  # the label sits above the box's top (y 40)
     filled = np.nonzero((label_rows == colour).all(-1).any(0))[0]
-    (tw, _), _ = cv2.getTextSize("bus 0.44", cv2.FONT_HERSHEY_SIMPLEX, 0.4, 1)
+    (tw, _), _ = cv2.getTextSize("bus 0.44", cv2.FONT_HERSHEY_SIMPLEX, 0.35, 1)  # thickness 1: draw_label's scale
     assert filled.max() == 199 and filled.max() - filled.min() + 1 >= tw  # whole width, ending at the edge
     left_side = np.abs(out[45:95, 184:187].astype(int) - colour).sum(-1).min(-1)  # anti-aliased 1-pixel line
     assert (left_side < 60).all()  # the box itself is drawn where it is

@@ -87,3 +87,16 @@ def test_track_flag_errors(tmp_path, capsys):
         with pytest.raises(SystemExit) as stop:
             main(["--weights", "x.pt", "--source", str(tmp_path), *flags])
         assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_drawn_frames_show_the_trails_of_this_frames_tracks_only():
+    from collections import deque
+
+    from detect.predict.tracks import draw_tracks, track_colour
+
+    image = np.zeros((120, 200, 3), np.uint8)
+    trails = {1: deque([(1, 20.0, 60.0), (2, 40.0, 60.0)]), 2: deque([(1, 150.0, 100.0), (2, 170.0, 100.0)])}
+    rows = np.array([[30.0, 40.0, 50.0, 80.0, 0.9, 0.0, 1.0]])  # track 2 was missed in this frame
+    out = draw_tracks(image, rows, ["thing"], trails)
+    assert (out == track_colour(1)).all(-1).any()
+    assert not (np.abs(out[90:110, 140:180].astype(int) - track_colour(2)).sum(-1) < 30).any()
