@@ -33,6 +33,7 @@ from detect.data.datasets import (
     worker_init,
 )
 from detect.data.repeat_sampling import RepeatFactors
+from detect.data.resize_modes import stretch_canvas
 from detect.data.samplers import (
     EpochKeyedBatchSampler,
     ShardedBatchSampler,
@@ -191,12 +192,15 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
 
 def build_eval_loader(spec, split: str, img_size: int, batch_size: int, workers: int, stride: int, rank: int,
                       world_size: int, rect: bool = True, cache_dir=None, cache: str | None = None,
-                      resize: str = "letterbox") -> DataLoader:
-    """Batches of this rank's share, letterboxed (or stretched onto square canvases): whole batches dealt
+                      resize: str = "letterbox", net_shape: tuple[int, int] | None = None) -> DataLoader:
+    """Batches of this rank's share, letterboxed (or stretched onto the network's shape: square, or a
+    Darknet-trained non-square `net_shape`, detect.data.resize_modes.stretch_canvas): whole batches dealt
     round-robin over the whole split."""
     source = open_split(spec, split, cache_dir)
     sizes = [(r.width, r.height) for r in source.records]
     batches, shapes = eval_batches(sizes, batch_size, img_size, stride, rect and resize != "stretch")
+    if resize == "stretch":
+        shapes[:] = stretch_canvas(img_size, stride, net_shape)
     dataset = EvalDataset(source, shapes, img_size, resize=resize)
     if cache:  # the canvases (and the resize mode) are part of what is cached: the key carries them
         kind = "eval-" + hashlib.sha1(np.ascontiguousarray(shapes, dtype=np.int64).tobytes()).hexdigest()[:8]

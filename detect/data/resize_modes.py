@@ -12,6 +12,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from detect.data.geometry import round_up
+
 RESIZE_MODES = ("letterbox", "stretch")
 # training may also stretch the single images only (mosaic tiles keep their aspect ratio); such a model is then
 # fed stretched images, as the samples it ends training on (the last epochs run without mosaic)
@@ -27,6 +29,17 @@ def check_resize_mode(mode: str, flag: str = "--resize", modes: tuple[str, ...] 
     if mode not in modes:
         raise ValueError(f"{flag} {mode!r}: choose one of {', '.join(modes)}")
     return mode
+
+
+def stretch_canvas(img_size: int, stride: int, net_shape: tuple[int, int] | None = None) -> tuple[int, int]:
+    """(h, w) a stretched image fills: img_size x img_size, or for a model trained by Darknet on a non-square
+    network (`net_shape`, its cfg's height and width) that shape, scaled so its long side is img_size (each side
+    a multiple of `stride`): Darknet stretches every image to its network's width and height."""
+    if net_shape is None or net_shape[0] == net_shape[1]:
+        return (round_up(img_size, stride),) * 2
+    scale = img_size / max(net_shape)
+    h, w = (max(stride, round(side * scale / stride) * stride) for side in net_shape)
+    return h, w
 
 
 def stretch_ratio(width: int, height: int, shape: tuple[int, int]) -> tuple[float, float]:

@@ -29,7 +29,7 @@ from detect.darknet.pt_files import trained_img_size
 from detect.data.spec import read_class_names
 from detect.inference.class_conf import check_class_count, conf_options, read_class_conf, save_class_conf
 from detect.inference.cli_flags import flag_name
-from detect.inference.loading import model_resize
+from detect.inference.loading import darknet_net_shape, model_resize
 from detect.inference.predictor import check_ranges
 from detect.runtime.commands import DefaultsHelpFormatter, run_command
 from detect.runtime.dist import resolve_device
@@ -111,11 +111,11 @@ def _output_stem(args) -> Path:
     return stem
 
 
-def onnx_name(stem: Path, args, img_size: tuple[int, int], default_size: int) -> Path:
+def onnx_name(stem: Path, args, img_size: tuple[int, int], default_shape: tuple[int, int]) -> Path:
     """<stem>.onnx for the plain export at the default size, else the variant in the name, so that exports of
     one model never overwrite each other: -640 or -480x640, -dynamic or -b<N>, -fp16, -nms."""
     parts = []
-    if img_size != (default_size, default_size):
+    if img_size != default_shape:
         parts.append(f"{img_size[0]}" if img_size[0] == img_size[1] else f"{img_size[0]}x{img_size[1]}")
     if args.dynamic:
         parts.append("dynamic")
@@ -131,12 +131,18 @@ def run(args) -> Path:
     # built at the cfg's own size: the requested one is checked against the strides first (one message)
     loaded = load_model(args.cfg, args.weights, exact=True)
     model = loaded.model
+    resize, why = model_resize(model, args.weights, loaded.record)
+    if args.resize is not None and args.resize != resize:
+        log.info("--resize %s: overrides the mode the model was made for (%s, %s)", args.resize, resize, why)
+        resize = args.resize
     trained_size = trained_img_size(loaded.record)
     default_size = trained_size or max(model.input_size)
+    net_shape = darknet_net_shape(loaded) if resize == "stretch" else None
     if args.img is None:
-        log.info("--img-size %d: %s (give --img-size to export another)", default_size,
-                 "the size the .pt was trained at" if trained_size else "the cfg's [net] size")
-    img_size = (args.img[0], args.img[-1]) if args.img else (default_size, default_size)
+        log.info("--img-size %s: %s (give --img-size to export another)", default_size if net_shape is None else
+                 "%d %d" % net_shape, "the size the .pt was trained at" if trained_size else "the cfg's [net] size")
+    default_shape = net_shape or (default_size, default_size)
+    img_size = (args.img[0], args.img[-1]) if args.img else default_shape
     for side in img_size:
         check_img_size(side, model.max_stride)
     names = read_class_names(args.names) if args.names else loaded.names
@@ -146,10 +152,6 @@ def run(args) -> Path:
     stem = _output_stem(args)
     class_conf = read_class_conf(args.weights, loaded.record)
     check_class_count(class_conf, model.num_classes, args.weights)
-    resize, why = model_resize(model, args.weights, loaded.record)
-    if args.resize is not None and args.resize != resize:
-        log.info("--resize %s: overrides the mode the model was made for (%s, %s)", args.resize, resize, why)
-        resize = args.resize
     if args.format == "darknet":
         from .darknet_export import export_darknet
 
@@ -161,7 +163,7 @@ def run(args) -> Path:
         return files.weights
     from .onnx_export import OnnxExportOptions, export_onnx
 
-    path = stem if args.output else onnx_name(stem, args, img_size, default_size)
+    path = stem if args.output else onnx_name(stem, args, img_size, default_shape)
     # with --nms, the graph's thresholds: --conf for every class, else the weights' own (see conf_options)
     conf = conf_options(class_conf, args.conf, args.weights) if args.nms else {"conf": 0.25, "class_conf": None}
     options = OnnxExportOptions(img_size=img_size, batch=args.batch, dynamic=args.dynamic, half=args.half,

@@ -66,10 +66,7 @@ def load_model_file(weights, cfg=None, *, device: torch.device, img_size: int | 
     if is_onnx_path(weights):
         handle = _load_onnx(weights, device, img_size, square, backend, spelling)
     else:
-        runner, names, img_size, mode, class_conf = load_darknet(weights, cfg, device, img_size, spelling.img_size,
-                                                                 backend, cache_dir)
-        handle = ModelHandle(runner, names, img_size, None, square, getattr(runner, "engine", "torch"),
-                             Path(weights), mode, class_conf)
+        handle = load_darknet(weights, cfg, device, img_size, spelling.img_size, backend, cache_dir, square)
     check_class_count(handle.class_conf, handle.num_classes, weights)
     if augment and handle.input_shape is not None:
         h, w = handle.input_shape
@@ -80,7 +77,7 @@ def load_model_file(weights, cfg=None, *, device: torch.device, img_size: int | 
 
 def with_resize(handle: ModelHandle, resize: str | None, flag: str = "--resize") -> ModelHandle:
     """`handle` fed by `resize` instead of its model's own mode (logged once), or as it is for None. Stretching
-    fills the network's square (or fixed) input, so it implies square canvases."""
+    fills the network's own shape (square, fixed, or a Darknet-trained non-square cfg's), not rect canvases."""
     if resize is None or resize == handle.resize:
         return handle
     log.info("%s %s: overrides the mode %s was made for (%s); its boxes may be worse than with %s", flag,
@@ -138,10 +135,11 @@ def _load_onnx(weights, device, img_size: int | None, square: bool, backend: str
 
 
 def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag: str, backend: str = "auto",
-                 cache_dir=None):
-    """(runner, the names it carries or None, input size, resize mode (`model_resize`), the class thresholds it
-    carries or None), the file read once. The size: the one given (`flag`), else the size a `.pt` was trained at,
-    else the cfg's [net] size; a multiple of the model's largest stride, checked before anything runs (the model
+                 cache_dir=None, square: bool = False) -> ModelHandle:
+    """The handle of a `.pt` / `.weights` model: its runner, the names it carries, input size, resize mode
+    (`model_resize`), class thresholds and, for Darknet weights of a non-square cfg, the network shape stretching
+    fills; the file read once. The size: the one given (`flag`), else the size a `.pt` was trained at, else the
+    cfg's [net] size; a multiple of the model's largest stride, checked before anything runs (the model
     is built at its cfg's size, which any such multiple can run at).
     `backend` (detect.inference.engines.cpu_backend): on the CPU `auto` runs the model on ncnn where its layers
     allow, else on OpenVINO (cached under `cache_dir`, default the user's cache), else, and on CUDA, the PyTorch
@@ -155,18 +153,29 @@ def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag:
                          f"the [net] size of {cfg_name}")
     check_img_size(img_size, loaded.model.max_stride, flag)
     mode, why = model_resize(loaded.model, weights, loaded.record)
-    class_conf = read_class_conf(weights, loaded.record)
-    log.info("%s: images are %s to the input (%s)", Path(weights).name,
-             "stretched" if mode == "stretch" else "letterboxed", why)
+    net_shape = darknet_net_shape(loaded)
+    log.info("%s: images are %s to the input (%s)%s", Path(weights).name,
+             "stretched" if mode == "stretch" else "letterboxed", why,
+             f"; stretched, they fill its {net_shape[1]}x{net_shape[0]} network shape (scaled to {flag} {img_size})"
+             if net_shape is not None and mode == "stretch" else "")
+    runner = None
     engines = cpu_backend(backend, device)
     if engines != ["torch"]:
-        compiled = load_cpu_engine(loaded.model, engines, img_size, torch.get_num_threads(),
-                                   Path(cache_dir) if cache_dir else default_cache_dir(), str(weights))
-        if compiled is not None:
-            return compiled, loaded.names, img_size, mode, class_conf
-        if backend == "auto":
+        runner = load_cpu_engine(loaded.model, engines, img_size, torch.get_num_threads(),
+                                 Path(cache_dir) if cache_dir else default_cache_dir(), str(weights))
+        if runner is None and backend == "auto":
             log.warning("%s: no CPU engine took this model; running it on PyTorch", weights)
-    return for_inference(loaded.model, device), loaded.names, img_size, mode, class_conf
+    if runner is None:
+        runner = for_inference(loaded.model, device)
+    return ModelHandle(runner, loaded.names, img_size, None, square, getattr(runner, "engine", "torch"),
+                       Path(weights), mode, read_class_conf(weights, loaded.record), net_shape)
+
+
+def darknet_net_shape(loaded) -> tuple[int, int] | None:
+    """(h, w) of the cfg's [net] when it is not square and the weights are Darknet's (trained at that shape, which
+    Darknet stretches every image to), else None: square cfgs, and this project's .pt (trained square)."""
+    h, w = loaded.model.input_size
+    return (h, w) if h != w and loaded.record is None else None
 
 
 def conf_settings(handle: ModelHandle, conf: float | None, spelling: Spelling = CLI) -> dict:

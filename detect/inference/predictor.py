@@ -17,7 +17,7 @@ import torch
 from detect.darknet.load import uses_channels_last
 from detect.data.augment import letterbox
 from detect.data.geometry import rect_shape, round_up
-from detect.data.resize_modes import check_resize_mode, stretch
+from detect.data.resize_modes import check_resize_mode, stretch, stretch_canvas
 from detect.ops.preprocess import to_model_input
 from detect.ops.slicing import DEFAULT_OVERLAP, merge_tiles, needs_tiles, tile_grid
 from detect.ops.tta import AugmentedModel
@@ -49,6 +49,7 @@ class InferenceSettings:
     # one threshold per class in place of conf: a detection of class k is kept when its score >= class_conf[k]
     # (detect.inference.class_conf: chosen on a validation split)
     class_conf: tuple[float, ...] | None = None
+    net_shape: tuple[int, int] | None = None  # a Darknet-trained non-square network's (h, w): stretch fills it
 
     def __post_init__(self):
         check_resize_mode(self.resize, "resize mode")
@@ -62,7 +63,7 @@ class InferenceSettings:
     def for_model(cls, handle: ModelHandle, **options) -> InferenceSettings:
         """Settings whose canvas (size, square or rect, fixed shape, resize mode) is the loaded model's."""
         return cls(handle.img_size, square=handle.square, fixed_shape=handle.input_shape, resize=handle.resize,
-                   **options)
+                   net_shape=handle.net_shape, **options)
 
 
 def check_ranges(img_size: int | None, conf: float | None, iou: float, max_det: int, batch_size: int,
@@ -78,11 +79,13 @@ def check_ranges(img_size: int | None, conf: float | None, iou: float, max_det: 
 
 
 def canvas_shape(width: int, height: int, settings: InferenceSettings, stride: int) -> tuple[int, int]:
-    """(h, w) of the model input for an image: fixed, square (always when stretching: the network's own shape),
-    or the rect canvas of detect.val."""
+    """(h, w) of the model input for an image: fixed, the network's own shape when stretching (square, or a
+    Darknet-trained non-square network's: stretch_canvas), square, or the rect canvas of detect.val."""
     if settings.fixed_shape is not None:
         return settings.fixed_shape
-    if settings.square or settings.resize == "stretch":
+    if settings.resize == "stretch":
+        return stretch_canvas(settings.img_size, stride, settings.net_shape)
+    if settings.square:
         return (round_up(settings.img_size, stride),) * 2
     return rect_shape(width, height, settings.img_size, stride)
 

@@ -53,7 +53,7 @@ def coco_subset(tmp_path):
         shutil.copy(src / "val2017" / im["file_name"], root / "images" / im["file_name"])
     (root / "clean.json").write_text(json.dumps(data))
     first = data["images"][0]
-    w, h = first["width"], first["height"]
+    w = first["width"]
     bad = dict(data, annotations=data["annotations"] + [
         _bad(900001, first["id"], [50, 60, -30, 40]),  # negative width: zero_area
         _bad(900002, first["id"], [100, 100, 0, 0]),  # zero size: zero_area

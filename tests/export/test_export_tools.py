@@ -110,3 +110,19 @@ def test_export_refuses_a_size_off_the_stride_and_a_missing_gpu_in_one_line(tmp_
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "CUDA is not available" in err[0]
     assert not list(tmp_path.glob("*.onnx"))
+
+
+def test_a_non_square_darknet_cfg_exports_at_its_own_shape_when_stretched(tmp_path, capsys):
+    """Darknet weights of a wide cfg (letter_box 0: stretched to width x height) export at that shape unless
+    --img says otherwise; letterboxed, the default stays the square of the long side."""
+    from detect.darknet.model import Darknet
+
+    cfg = tmp_path / "wide.cfg"
+    cfg.write_text(open("cfg/yolo-mini.cfg").read().replace("[net]\n", "[net]\nwidth=128\nheight=64\n", 1))
+    Darknet(str(cfg)).save_darknet_weights(tmp_path / "wide.weights")
+    common = ["--cfg", str(cfg), "--weights", str(tmp_path / "wide.weights")]
+    assert export_main(common) == 0
+    assert "--img-size 64 128: the cfg's [net] size" in capsys.readouterr().out
+    assert _metadata(tmp_path / "wide.onnx").input_size == (64, 128)
+    assert export_main([*common, "--resize", "letterbox", "--output", str(tmp_path / "boxed.onnx")]) == 0
+    assert _metadata(tmp_path / "boxed.onnx").input_size == (128, 128)

@@ -63,7 +63,8 @@ def test_the_tools_loader_gives_ncnn_by_default_and_each_named_engine(tmp_path):
     weights = write_tiny_checkpoint(tmp_path)
     kinds = {"auto": NcnnModel, "ncnn": NcnnModel, "openvino": OpenVinoModel, "torch": Darknet}
     for backend, kind in kinds.items():
-        model, _, size, *_ = load_darknet(weights, None, CPU, 64, "--img-size", backend, tmp_path / "cache")
+        handle = load_darknet(weights, None, CPU, 64, "--img-size", backend, tmp_path / "cache")
+        model, size = handle.runner, handle.img_size
         assert isinstance(model, kind) and size == 64
 
 

@@ -136,7 +136,7 @@ def test_a_conversion_that_differs_from_pytorch_is_refused_and_auto_falls_back(t
     weights = write_tiny_checkpoint(tmp_path)
     monkeypatch.setattr(engines, "ncnn_available", lambda: False)  # auto: OpenVINO, then PyTorch
     with caplog.at_level(logging.WARNING, "detect.inference"):
-        model, *_ = load_darknet(weights, None, CPU, 64, "--img-size", "auto", tmp_path / "cache")
+        model = load_darknet(weights, None, CPU, 64, "--img-size", "auto", tmp_path / "cache").runner
     assert isinstance(model, Darknet) and "trying the next engine" in caplog.text
     assert "no CPU engine took this model; running it on PyTorch" in caplog.text
     with pytest.raises(ValueError, match="--backend torch runs it on PyTorch"):

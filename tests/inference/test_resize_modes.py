@@ -116,3 +116,44 @@ def test_a_pt_is_read_once_for_its_weights_size_mode_and_thresholds(tmp_path, mo
     assert len(reads) == 1
     assert (handle.img_size, handle.resize, handle.names) == (96, "stretch", ["a", "b", "c", "d"])
     assert handle.class_conf is not None and handle.class_conf.conf == pytest.approx([0.3, 0.4, 0.5, 0.6])
+
+
+def test_the_stretch_canvas_is_the_network_shape_darknet_trained():
+    from detect.data.resize_modes import stretch_canvas
+
+    assert stretch_canvas(416, 32) == stretch_canvas(416, 32, (416, 416)) == (416, 416)
+    assert stretch_canvas(608, 32, (352, 608)) == (352, 608)  # the cfg's own size: its shape exactly
+    assert stretch_canvas(416, 32, (352, 608)) == (256, 416)  # scaled to the long side, sides on the stride
+    assert stretch_canvas(320, 32, (608, 352)) == (320, 192)  # a tall network
+
+
+def test_darknet_weights_of_a_non_square_cfg_are_fed_its_shape_and_a_pt_its_square(tmp_path):
+    """Darknet stretches every image to its cfg's width x height: predict and val's loader do the same for the
+    weights it trained; this project trains square, so its .pt of the same cfg keeps square canvases."""
+    from detect.data.loader import build_eval_loader
+    from detect.data.spec import load_data_spec
+    from tests.support.training import TINY_DATA
+
+    cfg = tmp_path / "wide.cfg"
+    cfg.write_text(open("cfg/yolo-mini.cfg").read().replace("[net]\n", "[net]\nwidth=128\nheight=64\n", 1))
+    model = Darknet(str(cfg))
+    assert model.input_size == (64, 128)
+    model.save_darknet_weights(tmp_path / "wide.weights")
+    handle = load_model_file(tmp_path / "wide.weights", cfg, device=CPU, backend="torch")
+    assert (handle.img_size, handle.resize, handle.net_shape) == (128, "stretch", (64, 128))
+    settings = InferenceSettings.for_model(handle)
+    image = np.zeros((300, 200, 3), np.uint8)  # tall: still stretched to the wide network
+    chw, ratio, pad = model_input(image, settings, handle.max_stride)
+    assert chw.shape == (3, 64, 128) and ratio == (128 / 200, 64 / 300) and pad == (0, 0)
+    smaller = load_model_file(tmp_path / "wide.weights", cfg, device=CPU, backend="torch", img_size=64)
+    assert model_input(image, InferenceSettings.for_model(smaller), 32)[0].shape == (3, 32, 64)  # scaled: 64 long
+
+    (tmp_path / "tiny.yaml").write_text(TINY_DATA.replace("path: gen", f"path: {tmp_path / 'gen'}"))
+    loader = build_eval_loader(load_data_spec(tmp_path / "tiny.yaml"), "val", 128, 4, 0, 32, 0, 1,
+                               cache_dir=tmp_path / "cache", resize="stretch", net_shape=handle.net_shape)
+    assert {tuple(batch[0].shape[-2:]) for batch in loader} == {(64, 128)}
+
+    save_pt(model, tmp_path / "wide.pt", resize="stretch")
+    square = load_model_file(tmp_path / "wide.pt", device=CPU, backend="torch")
+    assert square.net_shape is None
+    assert model_input(image, InferenceSettings.for_model(square), 32)[0].shape == (3, 128, 128)
