@@ -169,7 +169,7 @@ def run(args) -> Path:
     options = OnnxExportOptions(img_size=img_size, batch=args.batch, dynamic=args.dynamic, half=args.half,
                                 nms=args.nms, conf=0.0 if conf["class_conf"] else conf["conf"], iou=args.iou,
                                 max_det=args.max_det, class_conf=conf["class_conf"], multi_label=args.multi_label,
-                                opset=args.opset, device=str(device), resize=resize)
+                                opset=args.opset, device=str(device), resize=resize, net_shape=net_shape)
     if not args.int8:
         export_onnx(model, path, options, names, class_conf)
         print(f"ONNX model written: {path}")

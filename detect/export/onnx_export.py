@@ -46,6 +46,7 @@ class OnnxExportOptions:
     multi_label: bool = False
     opset: int = DEFAULT_OPSET
     resize: str | None = None  # how the model sees images, for the metadata (None: the cfg's letter_box)
+    net_shape: tuple[int, int] | None = None  # for the metadata: a Darknet-trained non-square network's (h, w)
 
 
 def _dynamic_shapes(dynamic: bool, stride: int):
@@ -123,7 +124,7 @@ def export_onnx(model, path, options: OnnxExportOptions, names: list[str] | None
         nms={"conf": options.conf, "iou": options.iou, "max_det": options.max_det, "multi_label": options.multi_label,
              "class_conf": options.class_conf} if options.nms else None,
         resize=options.resize or ("letterbox" if model.net_options.get("letter_box") else "stretch"),
-        class_conf=class_conf)
+        class_conf=class_conf, net_shape=options.net_shape)
     del proto.metadata_props[:]
     for key, value in metadata.to_props().items():
         proto.metadata_props.add(key=key, value=value)

@@ -131,7 +131,7 @@ def _load_onnx(weights, device, img_size: int | None, square: bool, backend: str
         square = fixed[0] == fixed[1]
     engine = getattr(runner, "engine", "onnxruntime")
     return ModelHandle(runner, list(runner.names) if runner.names else None, img_size, fixed, square, engine,
-                       Path(weights), mode, getattr(runner, "class_conf", None))
+                       Path(weights), mode, getattr(runner, "class_conf", None), getattr(runner, "net_shape", None))
 
 
 def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag: str, backend: str = "auto",

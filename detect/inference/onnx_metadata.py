@@ -5,7 +5,9 @@ Keys: `producer` ("detect"), `names` (json list or null), `num_classes`, `stride
 `precision` (fp32 | fp16 | int8: quantized convolutions, float input), `output` ("rows": the eval contract [N, P, 5+K]; "nms": detections), `nms` (json
 conf, iou, max_det, multi_label; only for "nms"), `resize` ("letterbox" or "stretch": how the model was
 trained to see images; an export without it was letterboxed), `preprocess` (json: how inputs must be prepared),
-`class_conf` (json, only when the model has per-class confidence thresholds: detect.inference.class_conf).
+`class_conf` (json, only when the model has per-class confidence thresholds: detect.inference.class_conf),
+`net_shape` (json [h, w], only for Darknet weights of a non-square cfg: the shape a stretched image fills,
+detect.data.resize_modes.stretch_canvas).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ PREPROCESS = {
                             "max_stride (detect.val: long side at --img plus at least half a stride of border, "
                             "rounded up)"},
     "stretch": {**_COMMON, "resize": "bilinear to the canvas' h and w (x and y scaled independently), no border",
-                "canvas": "fixed input_size; dynamic: a square of any multiple of max_stride"},
+                "canvas": "fixed input_size; dynamic: a square of any multiple of max_stride, or net_shape's "
+                          "aspect when it is given (its long side scaled to the size asked, each side rounded to "
+                          "a multiple of max_stride)"},
 }
 
 
@@ -44,9 +48,11 @@ class OnnxMetadata:
     nms: dict | None  # conf, iou, max_det, multi_label of an "nms" graph
     resize: str = "letterbox"  # how images become the input (detect.data.resize_modes)
     class_conf: ClassConf | None = None  # per-class confidence thresholds (detect.inference.class_conf)
+    net_shape: tuple[int, int] | None = None  # a Darknet-trained non-square network's (h, w) (stretch fills it)
 
     def to_props(self) -> dict[str, str]:
         thresholds = {} if self.class_conf is None else {CLASS_CONF_KEY: json.dumps(self.class_conf.to_dict())}
+        shape = {} if self.net_shape is None else {"net_shape": json.dumps(list(self.net_shape))}
         return {
             "producer": PRODUCER,
             "names": json.dumps(self.names),
@@ -61,6 +67,7 @@ class OnnxMetadata:
             "resize": self.resize,
             "preprocess": json.dumps(PREPROCESS[self.resize]),
             **thresholds,
+            **shape,
         }
 
     @classmethod
@@ -73,11 +80,13 @@ class OnnxMetadata:
         class_conf = None if thresholds is None else ClassConf.from_dict(_json(thresholds, path), path)
         try:
             size = json.loads(props["input_size"])
+            net_shape = json.loads(props.get("net_shape", "null"))
             return cls(names=json.loads(props["names"]), num_classes=int(props["num_classes"]),
                        strides=list(json.loads(props["strides"])), max_stride=int(props["max_stride"]),
                        input_size=tuple(size) if size else None, batch=json.loads(props["batch"]),
                        precision=props["precision"], output=props["output"], nms=json.loads(props["nms"]),
-                       resize=_resize(props.get("resize", "letterbox")), class_conf=class_conf)
+                       resize=_resize(props.get("resize", "letterbox")), class_conf=class_conf,
+                       net_shape=tuple(int(v) for v in net_shape) if net_shape else None)
         except (KeyError, ValueError, TypeError) as e:
             raise ValueError(f"{path}: damaged detect.export metadata ({type(e).__name__}: {e}); "
                              f"export the model again") from None

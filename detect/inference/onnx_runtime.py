@@ -45,6 +45,7 @@ class OnnxModel(CompiledRunner):
         self.names = metadata.names
         self.resize = metadata.resize  # how the model sees images (the loader's handle follows it)
         self.class_conf = metadata.class_conf  # per-class confidence thresholds, or None (the handle's)
+        self.net_shape = metadata.net_shape  # a Darknet-trained non-square network's (h, w), or None
         self.num_classes = metadata.num_classes
         self.max_stride = metadata.max_stride
         self.input_size = metadata.input_size

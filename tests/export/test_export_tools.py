@@ -115,7 +115,11 @@ def test_export_refuses_a_size_off_the_stride_and_a_missing_gpu_in_one_line(tmp_
 def test_a_non_square_darknet_cfg_exports_at_its_own_shape_when_stretched(tmp_path, capsys):
     """Darknet weights of a wide cfg (letter_box 0: stretched to width x height) export at that shape unless
     --img says otherwise; letterboxed, the default stays the square of the long side."""
+    import torch
+
     from detect.darknet.model import Darknet
+    from detect.inference.loading import load_model_file
+    from detect.inference.predictor import InferenceSettings, model_input
 
     cfg = tmp_path / "wide.cfg"
     cfg.write_text(open("cfg/yolo-mini.cfg").read().replace("[net]\n", "[net]\nwidth=128\nheight=64\n", 1))
@@ -126,3 +130,9 @@ def test_a_non_square_darknet_cfg_exports_at_its_own_shape_when_stretched(tmp_pa
     assert _metadata(tmp_path / "wide.onnx").input_size == (64, 128)
     assert export_main([*common, "--resize", "letterbox", "--output", str(tmp_path / "boxed.onnx")]) == 0
     assert _metadata(tmp_path / "boxed.onnx").input_size == (128, 128)
+    assert _metadata(tmp_path / "boxed.onnx").net_shape is None
+    assert export_main([*common, "--dynamic"]) == 0  # any size: the metadata keeps the shape to stretch to
+    assert _metadata(tmp_path / "wide-dynamic.onnx").net_shape == (64, 128)
+    handle = load_model_file(tmp_path / "wide-dynamic.onnx", device=torch.device("cpu"), img_size=64)
+    image = np.zeros((300, 200, 3), np.uint8)
+    assert model_input(image, InferenceSettings.for_model(handle), 32)[0].shape == (3, 32, 64)
