@@ -78,7 +78,7 @@ def run(args, project: Path) -> int:
 def _evaluate(args, project: Path, weights: Path, data: str, name: str, env: dict) -> dict | None:
     """detect.val of `weights` on `data`'s val split: its metrics.json, or None (the failure printed)."""
     val = [sys.executable, "-m", "detect.val", "--weights", str(weights), "--data", data,
-           "--img-size", str(args.img_size), "--project", str(project / "val"), "--name", name, "--exist-ok"]
+           "--img-size", str(args.img_size), "--project", str(project / "val"), "--name", name]
     proc = subprocess.run(val, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         print(proc.stdout[-2000:] + proc.stderr[-2000:], file=sys.stderr)
