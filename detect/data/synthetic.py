@@ -22,7 +22,7 @@ import cv2
 import numpy as np
 
 from detect.runtime.dist import node_leaders_first
-from detect.runtime.files import atomic_write_bytes, atomic_write_text
+from detect.runtime.files import atomic_write_bytes, atomic_write_text, exclusive_lock
 
 log = logging.getLogger(__name__)
 
@@ -178,8 +178,12 @@ def generate(folder: Path, cfg: SyntheticConfig) -> None:
 
 def ensure_synthetic(cfg: SyntheticConfig, folder: Path) -> Path:
     """The dataset folder, generated on rank 0 first (then on each other node that lacks it) when missing or
-    incomplete."""
+    incomplete. Independent processes (two jobs, or a search's trials, started together on one folder) take turns
+    on a lock file beside it: the second finds the first's dataset complete, rather than replacing it under the
+    first one's reads."""
     with node_leaders_first():
         if not (folder / DONE_MARKER).exists():
-            generate(folder, cfg)
+            with exclusive_lock(folder.parent / f".{folder.name}.lock"):
+                if not (folder / DONE_MARKER).exists():
+                    generate(folder, cfg)
     return folder

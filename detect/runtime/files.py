@@ -1,4 +1,5 @@
-"""Atomic file writes: every file the project writes appears whole or not at all.
+"""Atomic file writes: every file the project writes appears whole or not at all; and a lock file for work that
+independent processes must not do at once.
 
 The content goes to a temp file in the target's folder (same file system, so the rename is atomic), is
 flushed and fsynced, then `os.replace`d over the target: readers never see a partial file, and a write that
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -44,3 +46,23 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 def atomic_write_text(path: str | Path, text: str) -> None:
     """`text` encoded as UTF-8."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextmanager
+def exclusive_lock(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file `path` (created if missing) for the block: processes that are not one
+    torch.distributed group (two searches' trials, two users' jobs) wait for each other. Released when the block
+    ends or the process dies; where the platform has no flock (Windows), the block runs unlocked."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock

@@ -27,7 +27,10 @@ def tune_folder(tmp: Path) -> Path:
 
 
 def tune_command(study: str, *flags: str) -> list[str]:
-    return [sys.executable, "-m", "detect.tune", "--study", study, "--space", "space.yaml", "--heartbeat", "2",
+    # heartbeats serve other machines only (this machine's gone workers are seen at once); 10 s leaves a 30 s grace
+    # period, which a live worker's heartbeat thread keeps on a loaded machine (at 2 s, a 6 s stall on a busy CI
+    # machine failed a live trial)
+    return [sys.executable, "-m", "detect.tune", "--study", study, "--space", "space.yaml", "--heartbeat", "10",
             *flags, "--", *TINY_TRAIN]
 
 
