@@ -29,7 +29,8 @@ log = logging.getLogger(__name__)
 # scores (`annotation_index`, `crowd_index`), the report's unknown_class / unknown_image entries
 # 5: YOLO label lines with a 6th value (a confidence) are boxes (counted as `confidence_column`), not errors
 # 6: COCO json: an image listed twice is read once (`duplicate_image`), a superclass category is no class
-CACHE_VERSION = 6
+# 7: YOLO label files of detect.predict --track --save-conf (class cx cy w h conf id) are boxes, not triangles
+CACHE_VERSION = 7
 
 
 @dataclass

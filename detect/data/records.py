@@ -33,7 +33,7 @@ IMAGE_SKIP_KINDS = ("missing", "empty_file", "corrupt", "unsupported_format", "l
 BOX_SKIP_KINDS = ("class_out_of_range", "unknown_class", "unknown_image", "non_finite", "outside_image", "zero_area",
                   "duplicate")
 FIXED_KINDS = ("clipped", "exif_rotated", "grayscale", "rgba", "16bit", "truncated", "size_mismatch")
-# `confidence_column`: YOLO label lines with a 6th value (a pseudo-label's confidence), read as boxes without it;
+# `confidence_column`: YOLO label lines with a pseudo-label's confidence or track id, read as boxes without them;
 # `class_not_chosen`: boxes of classes a `classes:` selection leaves out (detect.data.class_selection)
 INFO_KINDS = ("background", "confidence_column", "class_not_chosen")
 

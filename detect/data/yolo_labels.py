@@ -1,8 +1,9 @@
 """The YOLO txt layout: one `class cx cy w h` line per box in a .txt file per image, found where Darknet,
 ultralytics or labelImg put it (detect.data.label_layouts: one rule per split).
 
-Coordinates are normalised to the image (0..1). A line with more than 5 values is a polygon
-(`class x1 y1 x2 y2 ...`) and becomes its bounding box. A missing label file means a background image.
+Coordinates are normalised to the image (0..1). A line of an odd number of 7 or more values is a polygon
+(`class x1 y1 x2 y2 ...`) and becomes its bounding box; what detect.predict writes after `class cx cy w h` (a
+confidence, a track id) is read past. A missing label file means a background image.
 Image ids are the numeric file stems when all of them are numeric and unique (COCO file names keep their
 official ids), else the position in the sorted file list.
 """
@@ -57,28 +58,33 @@ def fingerprint(files: list[Path], names, layout: str) -> str:
 def parse_label_text(text: str, with_confidence: list | None = None,
                      line_numbers: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(classes float64 [n], boxes normalised cxcywh float64 [n,4]); raises ValueError naming the bad line.
-    A line of 6 values (class cx cy w h confidence, as `detect.predict --save-txt --save-conf` writes pseudo-labels)
-    is a box, the confidence ignored; its line number goes into `with_confidence`. `line_numbers` receives the
-    line of each box."""
-    classes, boxes = [], []
+    Lines `detect.predict --save-txt` writes read as boxes, the values after `class cx cy w h` ignored: 6 values
+    (a confidence from --save-conf, or a track id from --track) and 7 values (both) in a file where a 7-value line
+    ends in a whole number of 2 or more, which no normalised polygon coordinate is (a triangle's 7 values are a
+    polygon otherwise). The line numbers of those go into `with_confidence`; `line_numbers` receives the line of
+    each box."""
+    rows = []
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split()
         if not fields:
             continue
         try:
-            values = [float(v) for v in fields]
+            rows.append((number, [float(v) for v in fields]))
         except ValueError:
             raise ValueError(f"line {number}: {line.strip()!r} is not numbers (want: class cx cy w h)") from None
-        if len(values) in (5, 6):
+    tracked = any(len(values) == 7 and values[6] >= 2 and values[6].is_integer() for _, values in rows)
+    classes, boxes = [], []
+    for number, values in rows:
+        if len(values) == 5 or len(values) == 6 or (tracked and len(values) == 7 and values[6].is_integer()):
             boxes.append(values[1:5])
-            if len(values) == 6 and with_confidence is not None:
+            if len(values) > 5 and with_confidence is not None:
                 with_confidence.append(number)
         elif len(values) >= 7 and len(values) % 2 == 1:
             xs, ys = np.array(values[1::2]), np.array(values[2::2])
             boxes.append([(xs.min() + xs.max()) / 2, (ys.min() + ys.max()) / 2, np.ptp(xs), np.ptp(ys)])
         else:
-            raise ValueError(f"line {number}: {len(values)} values; want 5 (class cx cy w h), 6 (and a confidence, "
-                             f"ignored) or a polygon (class x1 y1 x2 y2 x3 y3 ...)")
+            raise ValueError(f"line {number}: {len(values)} values; want 5 (class cx cy w h), 6 (and a confidence "
+                             f"or a track id, ignored) or a polygon (class x1 y1 x2 y2 x3 y3 ...)")
         classes.append(values[0])
         if line_numbers is not None:
             line_numbers.append(number)
@@ -119,8 +125,9 @@ def read_boxes(label: Path | None, probe, num_classes: int,
         report.add("label_syntax", label, str(e))
         return None
     if confident:
-        report.add("confidence_column", label, f"{len(confident)} line(s) with a 6th value (a confidence), read as "
-                   f"boxes with it ignored: line(s) {first_few(confident)}", count=len(confident))
+        report.add("confidence_column", label, f"{len(confident)} line(s) with values after class cx cy w h (a confidence, "
+                   f"a track id: detect.predict --save-conf / --track), read as boxes with those ignored: "
+                   f"line(s) {first_few(confident)}", count=len(confident))
     scale = np.array([probe.width, probe.height] * 2, dtype=np.float64)
     xyxy = np.concatenate([cxcywh[:, :2] - cxcywh[:, 2:] / 2, cxcywh[:, :2] + cxcywh[:, 2:] / 2], 1) * scale
     boxes, classes, _ = validate_boxes_kept(xyxy, classes, probe.width, probe.height, num_classes, str(label), report,

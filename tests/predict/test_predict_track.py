@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 
+from detect.data.yolo_labels import parse_label_text
 from detect.predict import main
 from tests.support.mjpeg_server import MjpegServer
 from tests.support.tracking import panned_street, write_frames, write_video
@@ -40,6 +41,11 @@ def test_track_a_video_with_mot_output(shared, tmp_path, capsys):
     assert abs(x1 - float(first[0].group(3))) < 0.02 and abs(y1 - float(first[0].group(4))) < 0.02
     labels = np.loadtxt(run / "labels" / "street_0.txt", ndmin=2)
     assert labels.shape[1] == 7 and labels[:, 6].tolist() == [d["track_id"] for d in record]  # conf, then id
+    # train.py reads those lines back as the same boxes (not as triangles)
+    for path in sorted((run / "labels").glob("*.txt")):
+        written = np.loadtxt(path, ndmin=2)
+        classes, cxcywh = parse_label_text(path.read_text())
+        assert classes.tolist() == written[:, 0].tolist() and np.allclose(cxcywh, written[:, 1:5]), path.name
     summary = json.loads((run / "tracks.json").read_text())
     ids = {int(m.group(2)) for m in parsed}
     assert summary["tracker"] == "bytetrack" and summary["tracks"] == len(ids) == max(ids)  # ids 1..n
