@@ -102,4 +102,10 @@ def test_darknet_weights_keep_them_in_a_json_beside_the_file(tmp_path):
     detector = Detector.load(darknet, tmp_path / "dk.cfg", device="cpu")
     assert detector.settings.class_conf == (0.2, 0.3, 0.4)
     stored = _saved(spec, darknet, tmp_path, "--cfg", str(tmp_path / "dk.cfg"))  # chosen again, beside the file
-    assert json.loads(sidecar_path(darknet).read_text()) == stored and stored["conf"] != [0.2, 0.3, 0.4]
+    beside = json.loads(sidecar_path(darknet).read_text())
+    assert beside.pop("weights_sha1") and beside == stored and stored["conf"] != [0.2, 0.3, 0.4]
+    # a model without thresholds exported to the same name takes the earlier export's json away with it
+    (tmp_path / "plain").mkdir()
+    plain = write_tiny_checkpoint(tmp_path / "plain")
+    assert export_main(["--weights", str(plain), "--format", "darknet", "--output", str(tmp_path / "dk")]) == 0
+    assert not sidecar_path(darknet).exists() and read_class_conf(darknet) is None

@@ -62,8 +62,19 @@ def git_commit(folder: Path | None) -> str | None:
 
 
 def metric_key(text: str) -> str:
-    """A class name as part of a metric name (MLflow takes letters, digits, _ - . / : and spaces)."""
-    return re.sub(r"[^\w\-./: ]", "_", text)
+    """A class name as one part of a metric name: MLflow takes letters, digits, _ - . : / and spaces in a name that
+    posixpath.normpath leaves as it is, of at most 250 characters; a class name is one level, so its slashes and
+    a name of dots only become _, and it is cut to 200 characters."""
+    key = re.sub(r"[^\w\-.: ]", "_", text)[:200]
+    return "_" * len(key) if not key.strip(".") else key
+
+
+def class_metric_keys(names) -> dict[str, str]:
+    """{class name: its metric_key}, made unique: two names that clean up alike get their class index appended
+    (otherwise one class's AP would overwrite the other's)."""
+    keys = [metric_key(n) for n in names]
+    seen = {k: keys.count(k) for k in keys}
+    return {n: (k if seen[k] == 1 else f"{k}_{i}") for i, (n, k) in enumerate(zip(names, keys))}
 
 
 class MlflowLogger(RunLogger):
@@ -128,8 +139,13 @@ class MlflowLogger(RunLogger):
         from mlflow.exceptions import MlflowException
 
         path = run_dir / RUN_FILE
-        saved = json.loads(path.read_text()) if path.is_file() else {}
-        if saved.get("tracking_uri") != uri:
+        try:
+            saved = json.loads(path.read_text()) if path.is_file() else {}
+        except (OSError, ValueError) as e:
+            log.warning("MLflow: %s is not readable (%s: %s); the resumed run is logged as a new MLflow run", path,
+                        type(e).__name__, e)
+            return None
+        if not isinstance(saved, dict) or "run_id" not in saved or saved.get("tracking_uri") != uri:
             log.info("MLflow: %s names no run in %s; the resumed run is logged as a new MLflow run", path, uri)
             return None
         try:
@@ -170,9 +186,10 @@ class MlflowLogger(RunLogger):
 
     def log_evaluation(self, step: int, metrics: dict[str, float], per_class: dict[str, dict[str, float]]) -> None:
         values = {f"coco/{k}": v for k, v in metrics.items() if k not in ("map50", "map")}  # those two: log_epoch's
+        keys = class_metric_keys(list(per_class))
         for name, aps in per_class.items():
-            values[f"class_AP50/{metric_key(name)}"] = aps["ap50"]
-            values[f"class_AP/{metric_key(name)}"] = aps["ap"]
+            values[f"class_AP50/{keys[name]}"] = aps["ap50"]
+            values[f"class_AP/{keys[name]}"] = aps["ap"]
         self._log_metrics(step, values)
 
     def log_plot(self, path: Path) -> None:

@@ -81,6 +81,7 @@ class RunLoggers(RunLogger):
     def __init__(self, loggers):
         self.loggers = list(loggers)
         self._evaluation = None  # (metrics, per_class) of this epoch's evaluation, until its row arrives
+        self._off: list[tuple[RunLogger, str]] = []  # switched off after `start`, and why: still told the end
 
     def _each(self, method: str, *args) -> None:
         for logger in list(self.loggers):
@@ -88,8 +89,11 @@ class RunLoggers(RunLogger):
                 getattr(logger, method)(*args)
             except Exception as e:  # noqa: BLE001 (any failure of a report: warn, switch it off, train on)
                 self.loggers.remove(logger)
-                log.warning("%s logger failed in %s (%s: %s); it is switched off for the rest of the run, training "
-                            "goes on", logger.name, method, type(e).__name__, e)
+                why = f"{type(e).__name__}: {e}"
+                if method != "start":
+                    self._off.append((logger, f"{logger.name} logging stopped in {method} ({why})"))
+                log.warning("%s logger failed in %s (%s); it is switched off for the rest of the run, training "
+                            "goes on", logger.name, method, why)
 
     def start(self, info: RunInfo) -> None:
         self._each("start", info)
@@ -108,6 +112,14 @@ class RunLoggers(RunLogger):
 
     def finish(self, status: str, note: str = "") -> None:
         self._each("finish", status, note)
+        # a logger switched off mid-run still gets the end (an MLflow run left RUNNING forever misleads), with why
+        # it stopped; best effort: it failed once already
+        for logger, why in self._off:
+            try:
+                logger.finish(status, f"{note}; {why}" if note else why)
+            except Exception as e:  # noqa: BLE001
+                log.debug("%s logger: finish failed too (%s)", logger.name, e)
+        self._off = []
 
     def on_evaluation(self, result) -> None:
         try:

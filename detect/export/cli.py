@@ -27,7 +27,13 @@ from pathlib import Path
 from detect.darknet.load import check_img_size, load_model
 from detect.darknet.pt_files import trained_img_size
 from detect.data.spec import read_class_names
-from detect.inference.class_conf import check_class_count, conf_options, read_class_conf, save_class_conf
+from detect.inference.class_conf import (
+    check_class_count,
+    conf_options,
+    read_class_conf,
+    save_class_conf,
+    sidecar_path,
+)
 from detect.inference.cli_flags import flag_name
 from detect.inference.loading import darknet_net_shape, model_resize
 from detect.inference.predictor import check_ranges
@@ -159,6 +165,9 @@ def run(args) -> Path:
         extra = [files.names] if files.names else []
         if class_conf is not None:  # .weights have no room for them: the json the loader reads beside them
             extra.append(save_class_conf(files.weights, class_conf))
+        elif sidecar_path(files.weights).is_file():  # an earlier export's, which would be read with these weights
+            sidecar_path(files.weights).unlink()
+            print(f"{sidecar_path(files.weights)}: removed (the thresholds of an earlier export to this name)")
         print(f"Darknet files written: {files.cfg}, {files.weights}" + "".join(f", {f}" for f in extra))
         return files.weights
     from .onnx_export import OnnxExportOptions, export_onnx

@@ -8,7 +8,9 @@ each class's best-F1 threshold, shrunk toward the global one for classes with fe
   `torch.load(weights_only=True)` reads);
 - an `.onnx` export: its metadata (detect.inference.onnx_metadata, key `class_conf`; detect.export copies a
   `.pt`'s);
-- Darknet `.weights`, which have no room for them: a json file beside them, `<name>.weights.class_conf.json`.
+- Darknet `.weights`, which have no room for them: a json file beside them, `<name>.weights.class_conf.json`,
+  with the SHA-1 of the weights they were chosen for: weights retrained or replaced in place leave a json that
+  no longer belongs to them, which is then said in a warning and not used.
 
 `conf_options` decides, once per load, what the Predictor filters by: a `conf` the user gave overrides them (every
 class at that value), else the file's thresholds, else DEFAULT_CONF; each choice is one log line.
@@ -16,6 +18,7 @@ class at that value), else the file's thresholds, else DEFAULT_CONF; each choice
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import dataclass
@@ -32,6 +35,7 @@ DEFAULT_CONF = 0.25  # predict's and the API's threshold when neither the user n
 
 KEY = "class_conf"  # in a .pt and in an ONNX export's metadata
 SIDECAR_SUFFIX = ".class_conf.json"
+SIDECAR_DIGEST_KEY = "weights_sha1"  # in the json beside a .weights file: the weights it belongs to
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,18 @@ def sidecar_path(weights) -> Path:
     return weights.with_name(weights.name + SIDECAR_SUFFIX)
 
 
+def stored_in(weights) -> Path:
+    """Where the thresholds of the model file `weights` are kept: the file itself (.pt, .onnx), else the json
+    beside it."""
+    weights = Path(weights)
+    return weights if weights.suffix.lower() == ".onnx" or is_torch_checkpoint(weights) else sidecar_path(weights)
+
+
+def _file_sha1(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha1").hexdigest()
+
+
 def read_class_conf(weights, record: dict | None = None) -> ClassConf | None:
     """The thresholds stored with a `.pt` (from its `record`, pt_files.checkpoint_record, when read already) or
     beside a `.weights` file (an `.onnx` carries its own in its metadata, read with it:
@@ -100,7 +116,14 @@ def read_class_conf(weights, record: dict | None = None) -> ClassConf | None:
     except (OSError, ValueError) as e:
         raise ValueError(f"{sidecar}: not readable json ({type(e).__name__}: {e}); delete it or choose the "
                          f"thresholds again with detect.val --save-thresholds") from None
-    return ClassConf.from_dict(data, sidecar)
+    class_conf = ClassConf.from_dict(data, sidecar)
+    belongs_to = data.get(SIDECAR_DIGEST_KEY) if isinstance(data, dict) else None
+    if belongs_to is not None and belongs_to != _file_sha1(weights):
+        log.warning("%s: these per-class thresholds were chosen for other weights than %s (they changed since: "
+                    "retrained or replaced); not used. Choose them again with detect.val --save-thresholds, or "
+                    "delete the json", sidecar, weights.name)
+        return None
+    return class_conf
 
 
 def save_class_conf(weights, class_conf: ClassConf) -> Path:
@@ -122,15 +145,18 @@ def save_class_conf(weights, class_conf: ClassConf) -> Path:
         atomic_save(ckpt, weights)
         return weights
     path = sidecar_path(weights)
-    atomic_write_text(path, json.dumps(class_conf.to_dict(), indent=1) + "\n")
+    data = class_conf.to_dict() | {SIDECAR_DIGEST_KEY: _file_sha1(weights)}
+    atomic_write_text(path, json.dumps(data, indent=1) + "\n")
     return path
 
 
-def check_class_count(class_conf: ClassConf | None, num_classes: int, path) -> None:
-    """ValueError when stored thresholds are not one per class of the model they came with."""
+def check_class_count(class_conf: ClassConf | None, num_classes: int, weights) -> None:
+    """ValueError when stored thresholds are not one per class of the model file `weights` they came with (checked
+    where they would be used: detect.val, which chooses new ones, loads such a model all the same)."""
     if class_conf is not None and len(class_conf.conf) != num_classes:
-        raise ValueError(f"{path} carries {len(class_conf.conf)} per-class thresholds but the model predicts "
-                         f"{num_classes} classes; choose them again with detect.val --save-thresholds")
+        raise ValueError(f"{stored_in(weights)} carries {len(class_conf.conf)} per-class thresholds but the model "
+                         f"predicts {num_classes} classes; choose them again with detect.val --save-thresholds, or "
+                         f"give --conf")
 
 
 def conf_options(class_conf: ClassConf | None, conf: float | None, path, flag: str = "--conf") -> dict:

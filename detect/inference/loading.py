@@ -67,7 +67,6 @@ def load_model_file(weights, cfg=None, *, device: torch.device, img_size: int | 
         handle = _load_onnx(weights, device, img_size, square, backend, spelling)
     else:
         handle = load_darknet(weights, cfg, device, img_size, spelling.img_size, backend, cache_dir, square)
-    check_class_count(handle.class_conf, handle.num_classes, weights)
     if augment and handle.input_shape is not None:
         h, w = handle.input_shape
         raise ValueError(f"{spelling.augment} runs the model at other sizes, but {weights} takes {h}x{w} inputs "
@@ -181,6 +180,8 @@ def darknet_net_shape(loaded) -> tuple[int, int] | None:
 def conf_settings(handle: ModelHandle, conf: float | None, spelling: Spelling = CLI) -> dict:
     """`conf` and `class_conf` of the InferenceSettings of predict and the API: the `conf` given for every class,
     else the file's per-class thresholds, else the default (detect.inference.class_conf.conf_options)."""
+    if conf is None:
+        check_class_count(handle.class_conf, handle.num_classes, handle.path)
     return conf_options(handle.class_conf, conf, handle.path, spelling.conf)
 
 

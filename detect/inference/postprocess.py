@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torchvision.ops import batched_nms
 
@@ -27,7 +28,7 @@ MAX_CANDIDATES_PER_IMAGE = 30000
 
 def class_thresholds(conf_thres, num_classes: int, device) -> torch.Tensor | None:
     """Per-class thresholds as a float32 [K] tensor on `device` (None for one threshold, a number)."""
-    if isinstance(conf_thres, (int, float)):
+    if np.ndim(conf_thres) == 0:  # a number (also NumPy's, a 0-d tensor)
         return None
     thresholds = torch.as_tensor(conf_thres, dtype=torch.float32, device=device).reshape(-1)
     if len(thresholds) != num_classes:
@@ -110,7 +111,7 @@ def non_max_suppression(pred: torch.Tensor, conf_thres: float | Sequence[float] 
         raise ValueError(f"NMS IoU threshold must be in [0, 1], got {iou_thres}")
     batch = pred.shape[0]
     per_class = class_thresholds(conf_thres, pred.shape[-1] - 5, pred.device)
-    image_idx, boxes, scores, cls = _candidates(pred.float(), conf_thres if per_class is None else per_class,
+    image_idx, boxes, scores, cls = _candidates(pred.float(), float(conf_thres) if per_class is None else per_class,
                                                 multi_label)
     if classes is not None:
         wanted = torch.isin(cls, torch.as_tensor(list(classes), device=cls.device))

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from detect import train as train_module
-from detect.engine.mlflow_logger import MlflowLogger, flatten, git_commit, metric_key
+from detect.engine.mlflow_logger import MlflowLogger, class_metric_keys, flatten, git_commit, metric_key
 from detect.engine.monitor import make_loggers
 from detect.engine.options import DEFAULT_CFG, parse_options
 from detect.engine.setup import build_trainer
@@ -58,6 +58,15 @@ def test_params_are_flattened_as_text_and_class_names_made_metric_safe(tmp_path)
     assert flat == {"opts.epochs": "3", "opts.cfg": "None", "opts.nested.a": "[1, 2]", "hyp.lr0": "0.02"}
     assert len(flatten({"long": "x" * 900})["long"]) == 500
     assert metric_key("traffic light (red)+1") == "traffic light _red__1"
+    # names MLflow would refuse (the whole batch of metrics with them): slashes, dots only, too long; and two
+    # names that clean up alike keep apart
+    names = ["a//b", "sign/", "/person", ".", "..", "x" * 300, "a(b", "a)b", "person"]
+    keys = class_metric_keys(names)
+    assert keys["a//b"] == "a__b" and keys["."] == "_" and keys["a(b"] == "a_b_6" and keys["a)b"] == "a_b_7"
+    assert len(set(keys.values())) == len(names) and keys["person"] == "person"
+    validate = pytest.importorskip("mlflow.utils.validation")._validate_metric_name
+    for key in keys.values():
+        validate(f"class_AP50/{key}")
     assert git_commit(tmp_path) is None and git_commit(None) is None  # not a checkout: no tag, no failure
 
 

@@ -67,7 +67,7 @@ class BrokenAtEpoch(RunLogger):
         self.after += self.epochs >= 2
 
     def finish(self, status, note=""):
-        self.after += 1
+        self.finished = (status, note)  # still told how the run ended, and why it stopped logging
 
 
 def _eval_result():
@@ -86,7 +86,9 @@ def test_a_failing_logger_warns_once_and_the_others_get_every_call(tmp_path):
         loggers.finish(FINISHED)
     assert len(lines) == 1
     assert lines[0].startswith("broken logger failed in log_epoch (ConnectionError: tracking server went away)")
-    assert broken.epochs == 2 and broken.after == 0  # switched off: nothing after its failure reached it
+    assert broken.epochs == 2 and broken.after == 0  # switched off: no report after its failure reached it
+    assert broken.finished == (FINISHED, "broken logging stopped in log_epoch (ConnectionError: tracking server went "
+                                         "away)")
     assert [(step, row["box"]) for step, row in recorder.of("log_epoch")] == [(1, 0.5), (2, 0.25), (3, 0.5 / 3)]
     assert recorder.of("log_plot") == [(tmp_path / "results.png",)] * 3 and recorder.of("finish") == [(FINISHED, "")]
 

@@ -1,6 +1,7 @@
 """detect.inference.class_conf: per-class thresholds stored with a .pt and beside a .weights file, read back by the
 loader onto the handle, and the one log line that says which threshold inference uses."""
 
+import hashlib
 import json
 
 import pytest
@@ -14,7 +15,7 @@ from detect.inference.class_conf import (
     save_class_conf,
     sidecar_path,
 )
-from detect.inference.loading import load_model_file
+from detect.inference.loading import conf_settings, load_model_file
 from tests.support.log_lines import log_lines
 from tests.support.val_data import write_tiny_checkpoint
 
@@ -39,8 +40,12 @@ def test_a_pt_carries_them_and_the_loader_puts_them_on_the_handle(tmp_path):
     handle = load_model_file(weights, device=torch.device("cpu"), backend="torch")
     assert handle.class_conf == THRESHOLDS
     save_class_conf(weights, ClassConf((0.3, 0.3), 0.3, (1, 1), 10.0, "elsewhere"))
-    with pytest.raises(ValueError, match="carries 2 per-class thresholds but the model predicts 3 classes"):
-        load_model_file(weights, device=torch.device("cpu"), backend="torch")
+    # thresholds of another model: an error where they would be used, not when the model loads (detect.val, which
+    # chooses new ones, and a run with --conf load it)
+    handle = load_model_file(weights, device=torch.device("cpu"), backend="torch")
+    with pytest.raises(ValueError, match=r"tiny\.pt carries 2 per-class thresholds but the model predicts 3 classes"):
+        conf_settings(handle, None)
+    assert conf_settings(handle, 0.3) == {"conf": 0.3, "class_conf": None}
 
 
 def test_a_weights_file_has_them_in_a_json_beside_it(tmp_path):
@@ -51,6 +56,11 @@ def test_a_weights_file_has_them_in_a_json_beside_it(tmp_path):
     assert save_class_conf(weights, THRESHOLDS) == sidecar_path(weights)
     assert json.loads(sidecar_path(weights).read_text())["conf"] == [0.2, 0.45, 0.6]
     assert read_class_conf(weights) == THRESHOLDS
+    assert json.loads(sidecar_path(weights).read_text())["weights_sha1"] == hashlib.sha1(b"\0" * 20).hexdigest()
+    weights.write_bytes(b"\1" * 20)  # retrained in place: the json is another model's
+    with log_lines("detect.inference.class_conf") as lines:
+        assert read_class_conf(weights) is None
+    assert len(lines) == 1 and "chosen for other weights than model.weights" in lines[0]
     sidecar_path(weights).write_text("{not json")
     with pytest.raises(ValueError, match=r"model\.weights\.class_conf\.json: not readable json"):
         read_class_conf(weights)

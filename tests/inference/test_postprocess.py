@@ -135,3 +135,14 @@ def test_per_class_thresholds_equal_nms_at_their_minimum_then_filtering():
         for got, every in zip(filtered, plain):
             keep = every[:, 4] >= thresholds[every[:, 5].long()]
             assert len(got) > 20 and torch.equal(got, every[keep])
+
+
+def test_a_numpy_number_is_one_threshold_not_a_list_of_them():
+    import numpy as np
+
+    torch.manual_seed(0)
+    pred = torch.rand(2, 60, 8)  # 3 classes
+    expected = non_max_suppression(pred, 0.3, 0.45)
+    for conf in (np.float32(0.3), np.float64(0.3), torch.tensor(0.3)):
+        got = non_max_suppression(pred, conf, 0.45)
+        assert all(torch.allclose(a, b) for a, b in zip(got, expected)), type(conf)
