@@ -211,15 +211,16 @@ def predict_images(predictor: Predictor, images: list[tuple[Input, str, np.ndarr
     batch and save the results; returns how many were skipped because they cannot be decoded (each named in one
     warning)."""
     tick = time.perf_counter()
-    readable = []
+    readable = [image for _, _, image in images if not isinstance(image, BadImage)]
+    found = iter(predictor(readable) if readable else [])
+    elapsed = (time.perf_counter() - tick) * 1000 / max(len(readable), 1)
     for item, label, image in images:
         if isinstance(image, BadImage):
             log.warning("skipped %s", UnreadableSource(f"{item.path}: {image.detail}"))
-        else:
-            readable.append((item, label, image))
-    found = predictor([image for _, _, image in readable]) if readable else []
-    elapsed = (time.perf_counter() - tick) * 1000 / max(len(readable), 1)
-    for (item, label, image), det in zip(readable, found):
+            if tracking:  # still a frame of its sequence: the later ones keep their numbers, tracks age by one
+                tracking.missing_image(item)
+            continue
+        det = next(found)
         if tracking:  # each image to its folder's tracker, also when the batch holds several folders
             det, annotated, save = tracking.image(item, det, image)
         with deferred_interrupt():  # Ctrl-C: an image's three outputs are written whole or not at all
@@ -254,7 +255,7 @@ def predict_frames(predictor: Predictor, reader: FrameReader, output: str, names
             det = predictor([frame])[0]
             elapsed = (time.perf_counter() - tick) * 1000
             if tracking:  # the rows become the tracked ones, with their ids
-                det, annotated = tracking.frame(output, det, frame, reader.fps)
+                det, annotated = tracking.frame(tracking.video_key(output), det, frame, reader.fps)
             else:
                 annotated = draw(frame, det, names)
             with deferred_interrupt():  # Ctrl-C: a frame's video frame, txt and json are written whole or not at all
@@ -263,7 +264,8 @@ def predict_frames(predictor: Predictor, reader: FrameReader, output: str, names
                 # a stream reopened at another size still fits the video
                 writer.write(annotated if annotated.shape[1::-1] == size else cv2.resize(annotated, size))
                 if tracking:
-                    tracking.save(det, frame.shape, f"{output}_{index}", f"{reader.name}#{index}", output, index + 1)
+                    tracking.save(det, frame.shape, f"{output}_{index}", f"{reader.name}#{index}",
+                                  tracking.video_key(output), index + 1)
                 else:
                     save_results(det, names, frame.shape, f"{output}_{index}", run_dir, f"{reader.name}#{index}",
                                  save_conf)

@@ -8,7 +8,9 @@ still goes to its folder's tracker, as the frame after that folder's previous im
 
 from __future__ import annotations
 
+import glob
 import json
+import re
 from pathlib import Path, PurePosixPath
 
 import cv2
@@ -61,9 +63,12 @@ def draw_tracks(image: np.ndarray, rows: np.ndarray, names: list[str], trails: d
 
 def image_sequence(item: Input, source: str) -> str:
     """The sequence an image belongs to: its folder below --source, named by that path (the folder --source
-    names itself: by its own name)."""
+    names itself: by its own name; a glob's matches: "images")."""
     folder = str(PurePosixPath(item.relative).parent)
-    return folder if folder != "." else (Path(source).name or "images")
+    if folder != ".":
+        return folder
+    name = Path(source).name
+    return name if name and not glob.has_magic(name) else "images"
 
 
 class Tracking:
@@ -75,13 +80,37 @@ class Tracking:
         self.bank, self.run_dir, self.names, self.source = TrackerBank(config), run_dir, names, source
         self.save_conf, self.save_mot = save_conf, save_mot
         self._frames: dict[str, int] = {}  # images of each image sequence so far
+        self._keys: dict[tuple[str, str], str] = {}  # (kind, name) of each source -> its tracker's key
+
+    def _key(self, kind: str, name: str) -> str:
+        """A key of its own for each source, also the name of its mot/ file: a folder `cam/` and a video
+        `cam.mp4` are two sources (the second one's key gets -2)."""
+        if (kind, name) not in self._keys:
+            base = re.sub(r"[^\w\-. /]", "_", name)
+            key, n = base, 1
+            while key in self._keys.values():
+                n += 1
+                key = f"{base}-{n}"
+            self._keys[(kind, name)] = key
+        return self._keys[(kind, name)]
+
+    def video_key(self, output: str) -> str:
+        """The key of a video or stream whose outputs are named `output`."""
+        return self._key("video", output)
 
     def image(self, item: Input, det, image: np.ndarray):
         """(tracked rows [k, 7], annotated image, save: writes its outputs) of an image of a sequence."""
-        key = image_sequence(item, self.source)
+        key = self._key("images", image_sequence(item, self.source))
         self._frames[key] = frame = self._frames.get(key, 0) + 1
         rows, annotated = self.frame(key, det, image)
         return rows, annotated, lambda: self.save(rows, image.shape, item.output, str(item.path), key, frame)
+
+    def missing_image(self, item: Input) -> None:
+        """An image of a sequence that could not be read: it keeps its frame number (the MOT lines of the next
+        ones stay right) and its tracker sees a frame with nothing in it."""
+        key = self._key("images", image_sequence(item, self.source))
+        self._frames[key] = self._frames.get(key, 0) + 1
+        self.bank.update(key, np.zeros((0, 6)))
 
     def frame(self, key: str, det, frame: np.ndarray, fps: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(tracked rows [k, 7], annotated frame) of the next frame of source `key`."""

@@ -39,15 +39,18 @@ class TrackerConfig:
 
     def __post_init__(self):
         highs = self.high if isinstance(self.high, tuple) else (self.high,)
-        if not 0 <= self.low <= min(highs) or max(highs) >= 1:
-            raise ValueError(f"tracker thresholds must satisfy 0 <= low <= high < 1, got low {self.low} and high "
+        if not 0 <= self.low <= min(highs) or max(highs) > 1:  # a class at 1 is never high: never tracked
+            raise ValueError(f"tracker thresholds must satisfy 0 <= low <= high <= 1, got low {self.low} and high "
                              f"{self.high}")
         if self.buffer < 0:
             raise ValueError(f"tracker buffer must be 0 or more frames, got {self.buffer}")
 
     def lost_frames(self, fps: float | None) -> int:
-        """Frames a lost track is kept at `fps` (None: REFERENCE_FPS)."""
-        return max(1, round(self.buffer * (fps or REFERENCE_FPS) / REFERENCE_FPS))
+        """Frames a lost track is kept at `fps` (None: REFERENCE_FPS): ByteTrack's int(fps / 30 x buffer), at least
+        one frame unless `buffer` is 0 (a track ends at its first miss)."""
+        if self.buffer == 0:
+            return 0
+        return max(1, int(self.buffer * (fps or REFERENCE_FPS) / REFERENCE_FPS))
 
     def with_high(self, high: float | tuple[float, ...]) -> TrackerConfig:
         """This tracker with the detection thresholds of a model (one for all, or one per class): a detection
@@ -58,7 +61,8 @@ class TrackerConfig:
 
 TRACKERS = {
     "bytetrack": TrackerConfig(),
-    # SORT's association within the same code: one stage, high-score detections only, IoU alone
+    # SORT's association within the same code: one stage, high-score detections only, IoU alone (ByteTrack's
+    # limits and buffer, not SORT's own max_age 1 / min_hits 3 / IoU 0.3)
     "sort": TrackerConfig(name="sort", second_stage=False, fuse_score=False),
 }
 

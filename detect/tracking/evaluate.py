@@ -8,12 +8,13 @@ combined. The detector's thresholds are tracking ones (detect.tracking.settings)
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from detect.data.images import read_image
+from detect.data.images import BadImage, read_image
 from detect.inference.predictor import Predictor
 from detect.runtime.files import atomic_write_text
 
@@ -21,6 +22,8 @@ from .config import TrackerConfig
 from .metrics import TrackingScores, combine, evaluate_sequence, scores
 from .mot import MotRows, Sequence, mot_lines, read_mot
 from .sources import SourceTracks
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -32,15 +35,36 @@ class SequenceResult:
     raw: dict  # TrackEval's results, for combining
 
 
+def _read_frames(chunk: list[tuple[int, Path]]) -> list[np.ndarray | None]:
+    """The images of `chunk`; None for one that cannot be read, named in a warning (its frame is tracked as
+    empty and its ground truth missed: the score says so, the run goes on)."""
+    images = []
+    for number, path in chunk:
+        try:
+            images.append(read_image(path))
+        except BadImage as e:
+            log.warning("frame %d, %s: %s; tracked as a frame without detections", number, path, e.detail)
+            images.append(None)
+    return images
+
+
 def track_sequence(predictor: Predictor, seq: Sequence, config: TrackerConfig) -> MotRows:
-    """The tracked boxes of every frame of `seq` as MOT rows (the frames in batches of the predictor's size)."""
+    """The tracked boxes of every frame of `seq` as MOT rows (the frames in batches of the predictor's size).
+    A missing frame number (seqinfo.ini's seqLength, or a gap) ages the tracks as a frame with nothing in it."""
     tracks = SourceTracks(config, seq.fps)
     parts = []
     step = predictor.settings.batch_size
+    previous = 0
     for start in range(0, len(seq.frames), step):
         chunk = seq.frames[start:start + step]
-        for (number, _), det in zip(chunk, predictor([read_image(path) for _, path in chunk])):
-            rows = tracks.update(np.asarray(det))
+        images = _read_frames(chunk)
+        found = iter(predictor([image for image in images if image is not None]) if any(
+            image is not None for image in images) else [])
+        for (number, _), image in zip(chunk, images):
+            for _ in range(previous + 1, number):  # frames with no image
+                tracks.update(np.zeros((0, 6)))
+            previous = number
+            rows = tracks.update(np.asarray(next(found)) if image is not None else np.zeros((0, 6)))
             parts.append(MotRows(np.full(len(rows), number), rows[:, 6].astype(np.int64), rows[:, :4], rows[:, 4]))
     return MotRows.stack(parts)
 
@@ -55,8 +79,11 @@ def evaluate_sequences(predictor: Predictor, sequences: list[Sequence], config: 
                                 f"gt/gt.txt: frame,id,left,top,width,height,conf,class,visibility)")
     results = []
     for seq in sequences:
+        if missing := seq.missing_frames():
+            log.warning("%s: no image of %d of its %d frames (seqLength; first: %s); their ground truth counts as "
+                        "missed", seq.path, len(missing), seq.length, ", ".join(map(str, missing[:5])))
         tracks = track_sequence(predictor, seq, config)
-        raw = evaluate_sequence(read_mot(seq.ground_truth), tracks, [number for number, _ in seq.frames])
+        raw = evaluate_sequence(read_mot(seq.ground_truth), tracks, seq.scored_frames())
         results.append(SequenceResult(seq.name, len(seq.frames), tracks, scores(raw), raw))
         progress(f"{seq.name}: {len(seq.frames)} frames, {len(np.unique(tracks.ids))} tracks, "
                  f"{format_scores(results[-1].scores)}")

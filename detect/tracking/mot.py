@@ -86,8 +86,19 @@ class Sequence:
 
     path: Path
     name: str
-    frames: list[tuple[int, Path]]
+    frames: list[tuple[int, Path]]  # in frame order
     fps: float | None
+    length: int | None = None  # seqinfo.ini's seqLength: the frames the ground truth may cover
+
+    def scored_frames(self) -> list[int]:
+        """The frames scored: 1..seqLength when seqinfo.ini gives it (a frame whose image is missing still counts:
+        its ground truth is missed), else the frames there are images of."""
+        numbers = [number for number, _ in self.frames]
+        return sorted(set(range(1, self.length + 1)) | set(numbers)) if self.length else numbers
+
+    def missing_frames(self) -> list[int]:
+        """Frames 1..seqLength without an image."""
+        return sorted(set(range(1, (self.length or 0) + 1)) - {number for number, _ in self.frames})
 
     @property
     def ground_truth(self) -> Path:
@@ -95,8 +106,9 @@ class Sequence:
 
 
 def read_sequence(folder: str | Path) -> Sequence:
-    """The sequence in `folder`: seqinfo.ini's name, imDir (img1), imExt and frameRate when present; the frames are
-    the images of imDir, sorted, numbered by their digit stems (000001.jpg is frame 1), else 1, 2, ... in order."""
+    """The sequence in `folder`: seqinfo.ini's name, imDir (img1), imExt, frameRate and seqLength when present;
+    the frames are the images of imDir numbered by their digit stems (000001.jpg is frame 1) and in that order,
+    else 1, 2, ... in name order."""
     folder = Path(folder)
     info = configparser.ConfigParser()
     if (folder / "seqinfo.ini").is_file():
@@ -114,8 +126,13 @@ def read_sequence(folder: str | Path) -> Sequence:
     numbers = [int(p.stem) if p.stem.isdigit() else 0 for p in images]
     if min(numbers) < 1 or len(set(numbers)) < len(numbers):
         numbers = list(range(1, len(images) + 1))
-    fps = float(section["frameRate"]) if "frameRate" in section else None
-    return Sequence(folder, section.get("name", folder.name), list(zip(numbers, images)), fps)
+    frames = sorted(zip(numbers, images))  # by number: 2.jpg before 10.jpg
+    try:
+        fps = float(section["frameRate"]) if "frameRate" in section else None
+        length = int(section["seqLength"]) if "seqLength" in section else None
+    except ValueError as e:
+        raise ValueError(f"{folder / 'seqinfo.ini'}: {e} (frameRate and seqLength are numbers)") from None
+    return Sequence(folder, section.get("name", folder.name), frames, fps, length)
 
 
 def find_sequences(root: str | Path) -> list[Sequence]:

@@ -106,3 +106,32 @@ def test_drawn_frames_show_the_trails_of_this_frames_tracks_only():
     out = draw_tracks(image, rows, ["thing"], trails)
     assert (out == track_colour(1)).all(-1).any()
     assert not (np.abs(out[90:110, 140:180].astype(int) - track_colour(2)).sum(-1) < 30).any()
+
+
+def test_an_unreadable_image_keeps_its_frame_number_and_sources_of_one_name_stay_apart(tmp_path):
+    from pathlib import Path
+
+    from detect.predict.inputs import Input
+    from detect.predict.tracks import Tracking
+    from detect.tracking.config import TrackerConfig
+
+    tracking = Tracking(TrackerConfig(), tmp_path, ["thing"], "data", save_mot=True)
+    image = np.zeros((64, 64, 3), np.uint8)
+    box = np.array([[10.0, 10.0, 30.0, 30.0, 0.9, 0.0]])
+    for name in ("000001", "000002", "000003", "000004"):
+        item = Input(Path(f"data/{name}.jpg"), f"{name}.jpg", name)
+        if name == "000003":  # could not be decoded
+            tracking.missing_image(item)
+            continue
+        _, _, save = tracking.image(item, box, image)
+        save()
+    frames = [int(line.split(",")[0]) for line in (tmp_path / "mot" / "data.txt").read_text().splitlines()]
+    assert frames == [1, 2, 4]  # not 1, 2, 3
+    # a video data/data.mp4 beside the images of data/: its own tracker and its own MOT file
+    assert tracking.video_key("data") == "data-2" and tracking.video_key("data") == "data-2"
+    tracking.frame(tracking.video_key("data"), box, image)
+    assert tracking.bank["data"].frames == 4 and tracking.bank["data-2"].frames == 1
+    # the images a glob names are one sequence, "images"
+    glob_tracking = Tracking(TrackerConfig(), tmp_path, ["thing"], "data/*.jpg")
+    glob_tracking.image(Input(Path("data/a.jpg"), "a.jpg", "a"), box, image)
+    assert "images" in glob_tracking.bank

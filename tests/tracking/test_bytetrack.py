@@ -56,7 +56,14 @@ def test_a_lost_track_waits_for_the_buffer_scaled_by_the_frame_rate():
         assert back == ({0: 1} if same else {0: 2}), (fps, gap)
 
 
+def test_the_buffer_in_frames_is_bytetracks_and_zero_means_none():
+    assert [TrackerConfig(buffer=b).lost_frames(fps) for b, fps in ((30, 30), (30, 14.9), (0, 30), (1, 5))] == \
+        [30, 14, 0, 1]  # int(fps / 30 x buffer), at least 1 unless the buffer is 0
+
+
 def test_per_class_high_thresholds():
+    # a class whose threshold is 1 is never kept, so never tracked: allowed
+    assert TrackerConfig(high=(1.0, 0.2), new_track=0.2).high == (1.0, 0.2)
     t = ByteTracker(TrackerConfig(high=(0.5, 0.2), new_track=0.2))
     # class 0 at 0.3 is below its 0.5: no track; class 1 at 0.3 is above its 0.2: a track
     assert step(t, [box(0, 0), box(100, 0)], [0.3, 0.3], np.array([0, 1])) == {1: 1}

@@ -13,6 +13,7 @@ from detect.tracking.config import TrackerConfig
 from detect.tracking.evaluate import evaluate_sequences, format_table, write_results
 from detect.tracking.mot import find_sequences, parse_mot
 from detect.val import main as val_main
+from tests.support.log_lines import log_lines
 from tests.support.tracking import RowsPredictor, panned_street
 
 
@@ -54,6 +55,24 @@ def test_scores_of_a_stand_in_detector_by_hand(tmp_path):
     record = json.loads((tmp_path / "run" / "tracking.json").read_text())
     assert record["combined"]["mota"] == pytest.approx(7 / 8) and record["tracker"] == "bytetrack"
     assert "COMBINED" in format_table(results, combined)
+
+
+def test_an_unreadable_frame_and_one_past_the_images_are_missed_frames_not_a_crash(tmp_path):
+    seq, frames = _write_still_sequence(tmp_path / "MOT")
+    (seq / "img1" / "000002.jpg").write_bytes(b"not a jpeg")
+    with open(seq / "gt" / "gt.txt", "a") as f:
+        f.write("6,1,4,4,20,20,1,1,1\n")  # frame 6 has ground truth but no image
+    (seq / "seqinfo.ini").write_text("[Sequence]\nname=still\nimDir=img1\nframeRate=30\nseqLength=6\nimExt=.jpg\n")
+    predictor = RowsPredictor([frames[0], *frames[2:]], batch_size=4)
+    with log_lines("detect.tracking.evaluate") as lines:
+        results, _ = evaluate_sequences(predictor, find_sequences(tmp_path / "MOT"), TrackerConfig(),
+                                        progress=lambda line: None)
+    assert predictor.calls == [3, 1]  # frames 1, 3, 4, then 5
+    assert "no image of 1 of its 6 frames" in lines[0] and "frame 2, " in lines[1] and "000002.jpg" in lines[1]
+    s = results[0].scores
+    # object 1 missed in frames 2 and 6, object 2 at its first sighting (3); object 1 keeps its id over the gap
+    assert (s.gt_boxes, s.false_negatives, s.false_positives, s.id_switches) == (9, 3, 0, 0)
+    assert s.mota == pytest.approx(6 / 9)
 
 
 def test_a_sequence_without_ground_truth_is_refused_before_any_work(tmp_path):

@@ -41,6 +41,14 @@ def test_sequence_folders(tmp_path):
     (tmp_path / "plain" / "img1").mkdir(parents=True)
     (tmp_path / "plain" / "img1" / "a.png").write_bytes(b"x")
     (tmp_path / "plain" / "img1" / "b.png").write_bytes(b"x")
+    unpadded = tmp_path / "unpadded" / "img1"
+    unpadded.mkdir(parents=True)
+    for n in (10, 2, 1, 9):
+        (unpadded / f"{n}.jpg").write_bytes(b"x")
+    (tmp_path / "unpadded" / "seqinfo.ini").write_text("[Sequence]\nseqLength=11\n")
+    found = read_sequence(tmp_path / "unpadded")
+    assert [(n, p.name) for n, p in found.frames] == [(1, "1.jpg"), (2, "2.jpg"), (9, "9.jpg"), (10, "10.jpg")]
+    assert found.missing_frames() == [3, 4, 5, 6, 7, 8, 11] and found.scored_frames() == list(range(1, 12))
     plain = read_sequence(tmp_path / "plain")
     assert plain.name == "plain" and plain.fps is None and [n for n, _ in plain.frames] == [1, 2]
     with pytest.raises(FileNotFoundError, match="no MOTChallenge sequence in it"):
