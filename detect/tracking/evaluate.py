@@ -19,7 +19,7 @@ from detect.inference.predictor import Predictor
 from detect.runtime.files import atomic_write_text
 
 from .config import TrackerConfig
-from .metrics import TrackingScores, combine, evaluate_sequence, scores
+from .metrics import TrackingScores, combine, evaluate_sequence, protocol_for, scores
 from .mot import MotRows, Sequence, mot_lines, read_mot
 from .sources import SourceTracks
 
@@ -48,9 +48,11 @@ def _read_frames(chunk: list[tuple[int, Path]]) -> list[np.ndarray | None]:
     return images
 
 
-def track_sequence(predictor: Predictor, seq: Sequence, config: TrackerConfig) -> MotRows:
-    """The tracked boxes of every frame of `seq` as MOT rows (the frames in batches of the predictor's size).
-    A missing frame number (seqinfo.ini's seqLength, or a gap) ages the tracks as a frame with nothing in it."""
+def track_sequence(predictor: Predictor, seq: Sequence, config: TrackerConfig,
+                   only_class: int | None = None) -> MotRows:
+    """The tracked boxes of every frame of `seq` as MOT rows (the frames in batches of the predictor's size),
+    of the detections of `only_class` when given. A missing frame number (seqinfo.ini's seqLength, or a gap) ages
+    the tracks as a frame with nothing in it."""
     tracks = SourceTracks(config, seq.fps)
     parts = []
     step = predictor.settings.batch_size
@@ -64,26 +66,47 @@ def track_sequence(predictor: Predictor, seq: Sequence, config: TrackerConfig) -
             for _ in range(previous + 1, number):  # frames with no image
                 tracks.update(np.zeros((0, 6)))
             previous = number
-            rows = tracks.update(np.asarray(next(found)) if image is not None else np.zeros((0, 6)))
+            det = np.asarray(next(found)).reshape(-1, 6) if image is not None else np.zeros((0, 6))
+            rows = tracks.update(det if only_class is None else det[det[:, 5] == only_class])
             parts.append(MotRows(np.full(len(rows), number), rows[:, 6].astype(np.int64), rows[:, :4], rows[:, 4]))
     return MotRows.stack(parts)
 
 
+def pedestrian_class(names: list[str] | None) -> int | None:
+    """The model's class MOTChallenge scores (a one-class model's class, else the one named person or
+    pedestrian), or None."""
+    if names is not None and len(names) == 1:
+        return 0
+    found = [i for i, name in enumerate(names or []) if name.strip().lower() in ("person", "pedestrian")]
+    return found[0] if found else None
+
+
 def evaluate_sequences(predictor: Predictor, sequences: list[Sequence], config: TrackerConfig,
-                       progress=print) -> tuple[list[SequenceResult], TrackingScores]:
-    """Each sequence tracked and scored (FileNotFoundError for one without gt/gt.txt, before any work), and the
-    combined scores."""
+                       progress=print, names: list[str] | None = None) -> tuple[list[SequenceResult], TrackingScores]:
+    """Each sequence tracked and scored under its ground truth's rules (detect.tracking.metrics.protocol_for;
+    FileNotFoundError for one without gt/gt.txt, ValueError for a MOTChallenge benchmark sequence and a model
+    of `names` without a person class, both before any work), and the combined scores."""
     missing = [str(seq.ground_truth) for seq in sequences if not seq.ground_truth.is_file()]
     if missing:
         raise FileNotFoundError(f"no ground truth: {', '.join(missing[:3])} (a MOTChallenge sequence has "
                                 f"gt/gt.txt: frame,id,left,top,width,height,conf,class,visibility)")
+    protocols = {seq.name: protocol_for(seq.name) for seq in sequences}
+    person = pedestrian_class(names)
+    benchmark = [name for name, protocol in protocols.items() if protocol.scored_class is not None]
+    if benchmark and person is None:
+        raise ValueError(f"{benchmark[0]} is a MOTChallenge sequence, scored on pedestrians only, and the model has "
+                         f"no class named person or pedestrian (its classes: {', '.join((names or ['?'])[:8])}"
+                         f"{', ...' if names and len(names) > 8 else ''}): track with a model that detects people")
+    for name in sorted({protocols[seq.name].name for seq in sequences}):
+        log.info("scoring %s: %s", ", ".join(seq.name for seq in sequences if protocols[seq.name].name == name), name)
     results = []
     for seq in sequences:
+        protocol = protocols[seq.name]
         if missing := seq.missing_frames():
             log.warning("%s: no image of %d of its %d frames (seqLength; first: %s); their ground truth counts as "
                         "missed", seq.path, len(missing), seq.length, ", ".join(map(str, missing[:5])))
-        tracks = track_sequence(predictor, seq, config)
-        raw = evaluate_sequence(read_mot(seq.ground_truth), tracks, seq.scored_frames())
+        tracks = track_sequence(predictor, seq, config, person if protocol.scored_class is not None else None)
+        raw = evaluate_sequence(read_mot(seq.ground_truth), tracks, seq.scored_frames(), protocol)
         results.append(SequenceResult(seq.name, len(seq.frames), tracks, scores(raw), raw))
         progress(f"{seq.name}: {len(seq.frames)} frames, {len(np.unique(tracks.ids))} tracks, "
                  f"{format_scores(results[-1].scores)}")
@@ -123,7 +146,7 @@ def run_track_eval(args, ctx) -> TrackingScores:
     """`detect.val --track`: args.data names the sequences (detect.tracking.mot.find_sequences); the model's
     thresholds (--conf, else its per-class ones, else 0.25) are the tracker's high score. Prints the table and
     writes tracking.json and mot/ to the run folder; returns the combined scores."""
-    from detect.inference.loading import conf_settings, load_model_file
+    from detect.inference.loading import class_names, conf_settings, load_model_file
     from detect.inference.predictor import InferenceSettings
     from detect.runtime.precision import amp_dtype
     from detect.runtime.runs import next_run_dir
@@ -142,7 +165,8 @@ def run_track_eval(args, ctx) -> TrackingScores:
                                            amp_dtype=amp_dtype(args.amp, ctx.device), augment=args.augment,
                                            slice_size=args.slice, slice_overlap=args.overlap)
     settings, config = for_tracking(settings, args.track)
-    results, combined = evaluate_sequences(Predictor(handle.runner, settings, ctx.device), sequences, config)
+    results, combined = evaluate_sequences(Predictor(handle.runner, settings, ctx.device), sequences, config,
+                                           names=class_names(handle))
     print(format_table(results, combined))
     run_dir = next_run_dir(args.project, args.name)
     write_results(run_dir, results, combined, {"tracker": config.name, "weights": str(args.weights),

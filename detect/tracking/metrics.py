@@ -1,15 +1,21 @@
 """HOTA, MOTA and IDF1 of tracking results against MOT ground truth, computed by TrackEval (the MOTChallenge
-reference code, from PyPI's `trackeval`), fed here directly instead of through its folder layouts.
-
-The protocol is MOTChallenge's, class-agnostic: a ground-truth box with conf 0 is an ignore region, and a
-tracked box matched to one (Hungarian on IoU >= 0.5, as TrackEval matches distractors) is removed before
-scoring; boxes are compared by IoU; ids are relabelled per sequence. Sequences combine as TrackEval combines
-them (counts summed, HOTA from the summed association figures).
+reference code, from PyPI's `trackeval`), fed here directly instead of through its folder layouts, after the
+ground truth's rules (`Protocol`):
+- MOTChallenge's MOT16/17 and MOT20 sequences (named MOT17-02-..., as their seqinfo.ini says): TrackEval's own
+  preprocessing. Only pedestrians (class 1) with conf 1 are scored; a tracked box matched (Hungarian on IoU >= 0.5,
+  over every ground-truth box of the frame) to a distractor (person on vehicle 2, static person 7, distractor 8,
+  reflection 12; and non-motorised vehicle 6 in MOT20) is removed; any other tracked box that matches nothing
+  scored is a false positive, also on an unscored car. The tracker is fed the model's person class only.
+- Any other sequence (your own, every class tracked): class-agnostic; a ground-truth box with conf 0 is an ignore
+  region, which removes the tracked box matched to it the same way, and every other box is scored.
+Boxes are compared by IoU; ids are relabelled per sequence. Sequences combine as TrackEval combines them (counts
+summed, HOTA from the summed association figures).
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -20,6 +26,35 @@ from .assignment import INSTALL_HINT
 from .mot import MotRows
 
 IGNORE_MATCH_IOU = 0.5
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Which ground-truth boxes are scored, and which absorb the tracked box they match (module docstring)."""
+
+    name: str
+    scored_class: int | None  # the only class scored (MOTChallenge: 1, pedestrian); None: every class
+    distractors: tuple[int, ...] | None  # classes that absorb a matched tracked box; None: the conf-0 boxes do
+
+    def rules(self, gt: MotRows) -> tuple[np.ndarray, np.ndarray]:
+        """(scored, absorbing) masks over the ground-truth rows of a frame."""
+        if self.distractors is None:
+            return gt.conf != 0, gt.conf == 0
+        classes = gt.classes if gt.classes is not None else np.full(len(gt), -1)
+        return (gt.conf != 0) & (classes == self.scored_class), np.isin(classes, self.distractors)
+
+
+CLASS_AGNOSTIC = Protocol("class-agnostic, conf-0 boxes ignored", None, None)
+MOT17 = Protocol("MOTChallenge MOT16/17: pedestrians, distractors removed", 1, (2, 7, 8, 12))
+MOT20 = Protocol("MOTChallenge MOT20: pedestrians, distractors removed", 1, (2, 6, 7, 8, 12))
+
+
+def protocol_for(sequence_name: str) -> Protocol:
+    """MOTChallenge's rules for its benchmarks' sequences (MOT16-02, MOT17-04-FRCNN, MOT20-01), else class-agnostic."""
+    match = re.match(r"MOT(16|17|20)-\d\d", sequence_name)
+    if match is None:
+        return CLASS_AGNOSTIC
+    return MOT20 if match.group(1) == "20" else MOT17
 
 
 @dataclass(frozen=True)
@@ -59,25 +94,25 @@ def _relabel(ids_per_frame: list[np.ndarray]) -> tuple[list[np.ndarray], int]:
     return [np.searchsorted(every, ids) for ids in ids_per_frame], len(every)
 
 
-def sequence_data(truth: MotRows, tracks: MotRows, frames: list[int]) -> dict:
-    """TrackEval's per-sequence input: per frame the ids of both sides and their IoU, ignore regions applied."""
+def sequence_data(truth: MotRows, tracks: MotRows, frames: list[int], protocol: Protocol = CLASS_AGNOSTIC) -> dict:
+    """TrackEval's per-sequence input: per frame the ids of both sides and their IoU, `protocol`'s rules applied."""
     solver = importlib.import_module("scipy.optimize").linear_sum_assignment
     gt_ids, tracker_ids, similarity = [], [], []
     for frame in frames:
         gt, found = truth.at(frame), tracks.at(frame)
         iou = box_iou(gt.boxes, found.boxes)
-        ignored = gt.conf == 0
-        if ignored.any() and len(found):
+        scored, absorbing = protocol.rules(gt)
+        if absorbing.any() and len(found):
             candidates = np.where(iou >= IGNORE_MATCH_IOU - 1e-9, iou, 0.0)
             rows, cols = solver(-candidates)
             hit = candidates[rows, cols] > 0
-            drop = cols[hit & ignored[rows]]
+            drop = cols[hit & absorbing[rows]]
             keep = np.ones(len(found), bool)
             keep[drop] = False
-            found, iou = MotRows(found.frames[keep], found.ids[keep], found.boxes[keep], found.conf[keep]), iou[:, keep]
-        gt_ids.append(gt.ids[~ignored])
+            found, iou = found.take(keep), iou[:, keep]
+        gt_ids.append(gt.ids[scored])
         tracker_ids.append(found.ids)
-        similarity.append(iou[~ignored])
+        similarity.append(iou[scored])
     gt_ids, num_gt_ids = _relabel(gt_ids)
     tracker_ids, num_tracker_ids = _relabel(tracker_ids)
     return {"gt_ids": gt_ids, "tracker_ids": tracker_ids, "similarity_scores": similarity,
@@ -85,12 +120,13 @@ def sequence_data(truth: MotRows, tracks: MotRows, frames: list[int]) -> dict:
             "num_gt_dets": int(sum(len(i) for i in gt_ids)), "num_tracker_dets": int(sum(len(i) for i in tracker_ids))}
 
 
-def evaluate_sequence(truth: MotRows, tracks: MotRows, frames: list[int] | None = None) -> dict:
-    """TrackEval's raw results of one sequence ({metric name: its fields}); `frames` defaults to every frame
-    either side has."""
+def evaluate_sequence(truth: MotRows, tracks: MotRows, frames: list[int] | None = None,
+                      protocol: Protocol = CLASS_AGNOSTIC) -> dict:
+    """TrackEval's raw results of one sequence ({metric name: its fields}) under `protocol`; `frames` defaults to
+    every frame either side has."""
     if frames is None:
         frames = sorted(set(truth.frames.tolist()) | set(tracks.frames.tolist()))
-    data = sequence_data(truth, tracks, frames)
+    data = sequence_data(truth, tracks, frames, protocol)
     return {type(m).__name__: m.eval_sequence(data) for m in _metrics()}
 
 

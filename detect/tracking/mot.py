@@ -27,12 +27,14 @@ def mot_lines(frame: int, boxes: np.ndarray, ids: np.ndarray, scores: np.ndarray
 
 @dataclass(frozen=True)
 class MotRows:
-    """The rows of a MOT file as columns: frame and id int64 [n], boxes float64 [n, 4] xyxy, conf [n]."""
+    """The rows of a MOT file as columns: frame and id int64 [n], boxes float64 [n, 4] xyxy, conf [n], and the
+    class column of ground truth (int64 [n], -1 where a file has none; None for results)."""
 
     frames: np.ndarray
     ids: np.ndarray
     boxes: np.ndarray
     conf: np.ndarray
+    classes: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -44,16 +46,22 @@ class MotRows:
     @classmethod
     def stack(cls, rows: list[MotRows]) -> MotRows:
         rows = [r for r in rows if len(r)] or [cls.empty()]
-        return cls(*(np.concatenate([getattr(r, f) for r in rows]) for f in ("frames", "ids", "boxes", "conf")))
+        columns = [np.concatenate([getattr(r, f) for r in rows]) for f in ("frames", "ids", "boxes", "conf")]
+        classes = None if any(r.classes is None for r in rows) else np.concatenate([r.classes for r in rows])
+        return cls(*columns, classes)
+
+    def take(self, keep: np.ndarray) -> MotRows:
+        """The rows `keep` (a mask or indices) selects."""
+        return MotRows(self.frames[keep], self.ids[keep], self.boxes[keep], self.conf[keep],
+                       None if self.classes is None else self.classes[keep])
 
     def at(self, frame: int) -> MotRows:
-        keep = self.frames == frame
-        return MotRows(self.frames[keep], self.ids[keep], self.boxes[keep], self.conf[keep])
+        return self.take(self.frames == frame)
 
 
 def parse_mot(text: str, source: str = "MOT text") -> MotRows:
     """The rows of a MOT results or ground-truth text (comma- or space-separated; at least 6 columns, conf 1 when
-    there is no 7th). ValueError naming the line at fault."""
+    there is no 7th, class -1 when there is no 8th). ValueError naming the line at fault."""
     values = []
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.replace(",", " ").split()
@@ -67,13 +75,13 @@ def parse_mot(text: str, source: str = "MOT text") -> MotRows:
         if len(row) < 6:
             raise ValueError(f"{source} line {number}: {len(row)} values; a MOT line has at least 6 (frame,id,"
                              f"left,top,width,height)")
-        values.append(row[:7] if len(row) >= 7 else row + [1.0])
+        values.append((row + [1.0, -1.0])[:8] if len(row) == 6 else (row + [-1.0])[:8])
     if not values:
         return MotRows.empty()
     table = np.array(values, np.float64)
     left_top, size = table[:, 2:4], table[:, 4:6]
     return MotRows(table[:, 0].astype(np.int64), table[:, 1].astype(np.int64),
-                   np.concatenate([left_top, left_top + size], axis=1), table[:, 6])
+                   np.concatenate([left_top, left_top + size], axis=1), table[:, 6], table[:, 7].astype(np.int64))
 
 
 def read_mot(path: str | Path) -> MotRows:

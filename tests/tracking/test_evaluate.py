@@ -68,11 +68,32 @@ def test_an_unreadable_frame_and_one_past_the_images_are_missed_frames_not_a_cra
         results, _ = evaluate_sequences(predictor, find_sequences(tmp_path / "MOT"), TrackerConfig(),
                                         progress=lambda line: None)
     assert predictor.calls == [3, 1]  # frames 1, 3, 4, then 5
-    assert "no image of 1 of its 6 frames" in lines[0] and "frame 2, " in lines[1] and "000002.jpg" in lines[1]
+    assert lines[0] == "scoring still: class-agnostic, conf-0 boxes ignored"
+    assert "no image of 1 of its 6 frames" in lines[1] and "frame 2, " in lines[2] and "000002.jpg" in lines[2]
     s = results[0].scores
     # object 1 missed in frames 2 and 6, object 2 at its first sighting (3); object 1 keeps its id over the gap
     assert (s.gt_boxes, s.false_negatives, s.false_positives, s.id_switches) == (9, 3, 0, 0)
     assert s.mota == pytest.approx(6 / 9)
+
+
+def test_a_motchallenge_sequence_tracks_the_person_class_and_needs_one(tmp_path):
+    seq, frames = _write_still_sequence(tmp_path / "MOT")
+    (seq / "seqinfo.ini").write_text("[Sequence]\nname=MOT17-09-SDP\nimDir=img1\nframeRate=30\nimExt=.jpg\n")
+    # the detector sees the pedestrians as class 1 and a car (class 0) on object 1's place
+    rows = [[[*r[:5], 1] for r in f] + [[4, 4, 24, 24, 0.9, 0]] for f in frames]
+    predictor = RowsPredictor(rows)
+    with log_lines("detect.tracking.evaluate") as lines:
+        results, _ = evaluate_sequences(predictor, find_sequences(tmp_path / "MOT"), TrackerConfig(),
+                                        progress=lambda line: None, names=["car", "person"])
+    assert lines == ["scoring MOT17-09-SDP: MOTChallenge MOT16/17: pedestrians, distractors removed"]
+    s = results[0].scores
+    # the car's boxes were never tracked (no false positives, no second id on object 1); object 3 is conf 0 and
+    # class 1, a pedestrian not scored and no distractor: its tracked box is a false positive, as in TrackEval
+    assert (s.false_negatives, s.false_positives, s.tracked_ids) == (1, 5, 3)
+    predictor = RowsPredictor(rows)
+    with pytest.raises(ValueError, match="MOT17-09-SDP is a MOTChallenge sequence, scored on pedestrians only"):
+        evaluate_sequences(predictor, find_sequences(tmp_path / "MOT"), TrackerConfig(), names=["car", "dog"])
+    assert predictor.calls == []
 
 
 def test_a_sequence_without_ground_truth_is_refused_before_any_work(tmp_path):
