@@ -17,7 +17,7 @@ import sys
 
 from detect.runtime.log import setup_logging as setup_console
 from detect.tune.launch import WORKER_ENV, own_placement, run_workers
-from detect.tune.options import TuneOptions, tune_options
+from detect.tune.options import TuneOptions, shown_url, tune_options
 
 log = logging.getLogger("detect.tune")
 
@@ -46,7 +46,11 @@ def report(opts: TuneOptions) -> None:
 
 
 def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt  # SIGTERM as Ctrl-C: the running trial is stopped, failed and queued again
+    # SIGTERM as Ctrl-C: the running trial is stopped (train.py saves last.pt), failed and queued again. Once:
+    # a second SIGTERM (a process-group kill reaches a worker directly and through its launcher) would interrupt
+    # that stop and kill train.py unsaved; a second Ctrl-C still stops at once
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def search(opts: TuneOptions) -> int:
@@ -71,7 +75,7 @@ def main(argv=None) -> int:
         _study(opts)  # created here, once, before several workers could race to create it
         if not opts.worker:
             log.info("study %s in %s: %d trials of %d epochs over %d hyperparameters (%s); trials in %s",
-                     opts.study, opts.storage, opts.trials, opts.epochs, len(opts.space), opts.space_file,
+                     opts.study, shown_url(opts.storage), opts.trials, opts.epochs, len(opts.space), opts.space_file,
                      opts.study_dir)
         code = search(opts)
     except (ValueError, FileNotFoundError) as e:
@@ -79,7 +83,7 @@ def main(argv=None) -> int:
         return 2
     except KeyboardInterrupt:
         if opts is not None:
-            log.warning("interrupted; the same command resumes the search from %s", opts.storage)
+            log.warning("interrupted; the same command resumes the search from %s", shown_url(opts.storage))
         return 130
     if not opts.worker:
         report(opts)

@@ -71,11 +71,14 @@ def run_workers(opts: TuneOptions) -> int:
         log.info("worker %d (pid %d): %s", i, procs[-1].pid,
                  " ".join(f"{k}={v}" for k, v in place.env.items()) or "the environment as it is")
 
-    def forward(signum, frame):
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        raise KeyboardInterrupt
+    terminated = []
+
+    def forward(signum, frame):  # once: each worker stops its trial on one SIGTERM, and ignores more
+        if not terminated:
+            terminated.append(signum)
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
 
     previous = signal.signal(signal.SIGTERM, forward)
     interrupted = False
@@ -84,11 +87,11 @@ def run_workers(opts: TuneOptions) -> int:
             try:
                 for p in procs:
                     p.wait()
-            except KeyboardInterrupt:  # the workers stop their trials themselves; wait for them
+            except KeyboardInterrupt:  # Ctrl-C reached the workers too: they stop their trials; wait for them
                 interrupted = True
     finally:
         signal.signal(signal.SIGTERM, previous)
     codes = [p.returncode for p in procs]
-    if interrupted:
+    if interrupted or terminated:
         return 130
     return next((c for c in codes if c != 0), 0)

@@ -116,6 +116,23 @@ def _positive(flag: str, value: int, minimum: int = 1) -> None:
         raise ValueError(f"{flag} must be at least {minimum}, got {value}")
 
 
+def sqlite_url(path: Path) -> str:
+    """The SQLAlchemy URL of a SQLite file, its path escaped (a ? or a % in a folder name stays in the path)."""
+    from sqlalchemy.engine import URL
+
+    return URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
+
+
+def shown_url(url: str) -> str:
+    """A storage URL for a log line or an error: its password hidden."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 (not a URL SQLAlchemy reads: shown as given, it holds no parsed password)
+        return url
+
+
 def check_train_args(train_args: list[str], epochs: int) -> tuple[Path | None, tuple[str, ...], bool]:
     """(the base --hyp file, the arguments without it, whether --device is given), after train.py's own parser
     accepted them; flags the search sets for every trial are refused."""
@@ -133,10 +150,10 @@ def check_train_args(train_args: list[str], epochs: int) -> tuple[Path | None, t
     args, base_hyp, rest = list(train_args), None, []
     while args:
         word = args.pop(0)
-        if word in ("--hyp",) and args:
-            base_hyp = args.pop(0)
-        elif word.startswith("--hyp="):
-            base_hyp = word.split("=", 1)[1]
+        flag, equals, value = word.partition("=")
+        # --hyp, or a prefix of it, which train.py's parser takes as --hyp (given says it did)
+        if "hyp" in given and len(flag) > 3 and "--hyp".startswith(flag):
+            base_hyp = value if equals else (args.pop(0) if args else None)
         else:
             rest.append(word)
     if base_hyp == HYP_FROM_CFG:
@@ -153,6 +170,8 @@ def tune_options(argv: list[str]) -> TuneOptions:
                         ("--workers-per-node", args.workers_per_node), ("--nproc-per-trial", args.nproc_per_trial),
                         ("--max-failures", args.max_failures)):
         _positive(flag, value)
+    if not 0 <= args.seed < 2**32:  # NumPy's seeds; each trial draws with seed + its number (mod 2^32)
+        raise ValueError(f"--seed must be in 0..{2**32 - 1}, got {args.seed}")
     _positive("--startup-trials", args.startup_trials, 0)
     _positive("--prune-startup", args.prune_startup, 0)
     prune_after = args.prune_after if args.prune_after is not None else max(1, args.epochs // 4)
@@ -163,7 +182,7 @@ def tune_options(argv: list[str]) -> TuneOptions:
                                                                                                  args.epochs)
     space_file = Path(args.space).resolve() if args.space else DEFAULT_SPACE
     return TuneOptions(
-        study=args.study, study_dir=study_dir, storage=args.storage or f"sqlite:///{study_dir / 'study.db'}",
+        study=args.study, study_dir=study_dir, storage=args.storage or sqlite_url(study_dir / "study.db"),
         space_file=space_file, space={} if args.report_only else load_space(space_file), trials=args.trials, epochs=args.epochs,
         seed=args.seed, startup_trials=args.startup_trials, pruner=args.pruner, prune_startup=args.prune_startup,
         prune_after=prune_after, prune_below=args.prune_below, workers_per_node=args.workers_per_node,

@@ -92,17 +92,27 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+def _pid_namespace(pid: int) -> str:
+    """The PID namespace of a process (Linux): containers on one host, sharing its name and boot, number their
+    processes each in their own."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return ""
+
+
 def worker_identity(pid: int | None = None) -> dict:
     pid = os.getpid() if pid is None else pid
-    return {"host": socket.gethostname(), "boot": _boot_id(), "pid": pid, "start": _start_time(pid)}
+    return {"host": socket.gethostname(), "boot": _boot_id(), "pidns": _pid_namespace(pid), "pid": pid,
+            "start": _start_time(pid)}
 
 
 def worker_gone(identity: dict) -> bool:
-    """True only when the worker ran on this machine (same host and boot) and its process is no longer there."""
+    """True only when the worker ran here (same host, boot and PID namespace) and its process is no longer there."""
     here = worker_identity()
-    if not isinstance(identity, dict) or (identity.get("host"), identity.get("boot")) != (here["host"],
-                                                                                         here["boot"]):
-        return False  # another machine: its heartbeat decides
+    where = ("host", "boot", "pidns")
+    if not isinstance(identity, dict) or any(identity.get(k) != here[k] for k in where):
+        return False  # another machine or container: its heartbeat decides
     pid, started = identity.get("pid"), identity.get("start")
     if started is not None and here["start"] is not None:  # /proc: the same pid started at the same tick
         return _start_time(pid) != started

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from detect.engine.config import read_hyp_file
-from detect.runtime.files import atomic_write_text
+from detect.runtime.files import atomic_write_text, exclusive_lock
 from detect.tune.options import TuneOptions
 from detect.tune.space import suggest_all
 from detect.tune.storage import (
@@ -49,7 +49,7 @@ def make_sampler(opts: TuneOptions, number: int = 0):
     The constant liar counts running trials as bad ones, so that parallel workers do not all try the same spot."""
     import optuna
 
-    return optuna.samplers.TPESampler(seed=opts.seed + number, n_startup_trials=opts.startup_trials,
+    return optuna.samplers.TPESampler(seed=(opts.seed + number) % 2**32, n_startup_trials=opts.startup_trials,
                                       constant_liar=True)
 
 
@@ -104,6 +104,18 @@ def _frozen(study, number: int):
     return next(t for t in study.get_trials(deepcopy=False) if t.number == number)
 
 
+def set_aside_earlier_run(run_dir: Path) -> Path | None:
+    """A new trial's folder that holds a run already is an earlier search's (its storage deleted or another one
+    named): renamed to <folder>.earlier-<time>, said in a warning, so that this trial is not scored with that
+    run's results.csv. Returns where it went, or None."""
+    if not ((run_dir / "results.csv").exists() or (run_dir / "last.pt").exists()):
+        return None
+    aside = run_dir.with_name(f"{run_dir.name}.earlier-{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir.rename(aside)
+    log.warning("%s held a run of an earlier search (not this study's): moved to %s", run_dir, aside.name)
+    return aside
+
+
 def objective(trial, opts: TuneOptions, attempt: Attempt, device_args=(), env=None) -> float:
     """A trial: draw its hyperparameters, run (or resume) its train.py, report each epoch's fitness, prune."""
     import optuna
@@ -124,6 +136,8 @@ def objective(trial, opts: TuneOptions, attempt: Attempt, device_args=(), env=No
     resume = retry_of is not None and (run_dir / "last.pt").is_file()
     if retry_of is not None and not resume:  # nothing to continue here: a run of its own
         run_dir = opts.study_dir / f"trial_{trial.number:03d}"
+    if not resume:
+        set_aside_earlier_run(run_dir)
     trial.set_user_attr("run_dir", str(run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
     hyp_file = run_dir / "trial_hyp.yaml"
@@ -184,7 +198,10 @@ def run_worker(opts: TuneOptions, device_args=(), env=None) -> int:
     study = open_study(storage, opts.study, make_sampler(opts), make_pruner(opts))
     failures, attempt = 0, Attempt()
     while True:
-        fail_interrupted_trials(study, storage)
+        # one worker of this machine at a time: SQLite does not lock the rows a check reads, and two workers
+        # failing one dead trial together would queue its retry twice
+        with exclusive_lock(opts.study_dir / ".interrupted.lock"):
+            fail_interrupted_trials(study, storage)
         move = next_move(study, opts.trials)
         if move == "done":
             return 0

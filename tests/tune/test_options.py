@@ -19,6 +19,9 @@ def test_a_search_command_line(folder):
     opts = tune_options(["--study", "s", "--space", "space.yaml", "--trials", "5", "--epochs", "10", "--", *TINY_TRAIN])
     assert opts.study_dir == folder / "runs" / "tune" / "s"
     assert opts.storage == f"sqlite:///{folder / 'runs' / 'tune' / 's' / 'study.db'}"
+    short = tune_options(["--study", "s", "--space", "space.yaml", "--", *(w if w != "--hyp" else "--hy"
+                                                                            for w in TINY_TRAIN)])
+    assert short.base_hyp == folder / "hyp.yaml" and short.train_args == opts.train_args  # train.py's --hy is --hyp
     assert list(opts.space) == ["lr0", "momentum", "mosaic"]
     assert opts.base_hyp == folder / "hyp.yaml" and "--hyp" not in opts.train_args
     assert opts.train_args[:2] == ("--data", "tiny.yaml") and not opts.device_given
@@ -35,6 +38,7 @@ def test_a_search_command_line(folder):
     (["--", "--data", "missing.yaml"], "--data missing.yaml: no such file"),
     (["--pruner", "threshold"], "--pruner threshold needs --prune-below F"),
     (["--trials", "0"], "--trials must be at least 1, got 0"),
+    (["--seed", "-1"], r"--seed must be in 0\.\.4294967295, got -1"),
     (["--space", "nope.yaml"], "--space .*nope.yaml: no such file"),
 ])
 def test_mistakes_are_refused_before_anything_runs(folder, argv, message):
@@ -60,3 +64,27 @@ def test_workers_get_their_own_gpus_or_a_share_of_the_cpu():
     assert placements(3, 1, [], 2, True, True)[0] == placements(1, 1, [], 2, True, True)[0]
     assert placements(3, 1, [], 2, True, True)[0].env == {} and placements(3, 1, [], 2, True, False)[0].env == {
         "OMP_NUM_THREADS": "1"}
+
+
+def test_storage_urls_keep_odd_folder_names_and_log_lines_hide_passwords(tmp_path):
+    from sqlalchemy.engine import make_url
+
+    from detect.tune.options import shown_url, sqlite_url
+
+    path = tmp_path / "what?" / "50%20 off" / "study.db"
+    assert make_url(sqlite_url(path)).database == str(path)
+    assert shown_url("postgresql://tuner:s3cret@db.lan:5432/studies") == "postgresql://tuner:***@db.lan:5432/studies"
+
+
+def test_a_second_sigterm_does_not_interrupt_the_stop_of_the_first():
+    import signal
+
+    from detect.tune.cli import _raise_interrupt
+
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _raise_interrupt(signal.SIGTERM, None)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN  # the next one finds train.py saving: ignored
+    finally:
+        signal.signal(signal.SIGTERM, previous)

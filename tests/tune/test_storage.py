@@ -34,6 +34,8 @@ def test_worker_identity_tells_gone_from_alive_and_leaves_other_machines_to_the_
     assert not worker_gone(worker_identity())
     assert worker_gone(_dead_identity())
     assert not worker_gone({**_dead_identity(), "host": "elsewhere"})  # not ours to judge
+    # another container on this host (its own PID namespace): its pids are not ours to look up
+    assert not worker_gone({**_dead_identity(), "pidns": "pid:[1]"})
     reused = {**worker_identity(), "start": "1"}  # this pid, but a process that started at another tick
     assert worker_gone(reused)
     assert not worker_gone(None)
@@ -89,3 +91,15 @@ def test_finished_trials_count_failed_ones_do_not_and_running_ones_hold_a_place(
     assert next_move(_study_with([C, P, F]), 2) == "done"
     study = _study_with([C, R, R, R])  # two workers asked at once for the last place: the later number gives way
     assert not is_surplus(study, 2, 3) and is_surplus(study, 3, 3)
+
+
+def test_a_new_trials_folder_with_an_earlier_searchs_run_is_set_aside(tmp_path):
+    from detect.tune.worker import set_aside_earlier_run
+
+    run_dir = tmp_path / "trial_000"
+    assert set_aside_earlier_run(run_dir) is None  # nothing there
+    run_dir.mkdir()
+    (run_dir / "results.csv").write_text("epoch,fitness\n1,0.91\n")
+    aside = set_aside_earlier_run(run_dir)
+    assert not run_dir.exists() and (aside / "results.csv").read_text().endswith("1,0.91\n")
+    assert aside.name.startswith("trial_000.earlier-")
