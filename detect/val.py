@@ -45,6 +45,13 @@ from detect.tracking.config import DEFAULT_TRACKER, TRACKERS
 log = logging.getLogger("detect.val")  # not __name__: under `python -m` that is __main__, outside `detect`
 
 
+# the mAP evaluation's flags, which --track does not use (refused rather than ignored)
+NOT_FOR_TRACKING = {"split": "--split", "single_cls": "--single-cls", "single_label": "--single-label",
+                    "no_merge": "--no-merge", "save_json": "--save-json", "save_thresholds": "--save-thresholds",
+                    "plots": "--plots", "strict": "--strict", "cache": "--cache", "metric": "--metric",
+                    "points": "--points"}
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m detect.val", description=__doc__.split("\n")[0],
                                 formatter_class=DefaultsHelpFormatter)
@@ -93,6 +100,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.track and args.conf == p.get_default("conf"):
         args.conf = None  # the mAP floor is no tracking threshold: the model's own, as predict --track
+    if args.track and (unused := [flag for dest, flag in NOT_FOR_TRACKING.items()
+                                  if getattr(args, dest) != p.get_default(dest)]):
+        p.error(f"{', '.join(unused)}: not for --track (tracking metrics over MOTChallenge sequences, the detector "
+                f"run as predict --track runs it)")
     check_inference_args(p, args)
     if args.save_thresholds and (args.single_cls or args.metric == "darknet"):
         p.error("--save-thresholds needs the model's own classes and the COCO evaluation's detections: leave out "

@@ -125,3 +125,10 @@ def test_val_track_with_yolov3_tiny_on_a_pan_along_a_street(shared, tmp_path, ca
     assert set(tracked.frames.tolist()) <= set(range(1, 13)) and tracked.ids.min() == 1
     assert val_main(["--track", "--weights", "x.pt", "--data", str(tmp_path / "nothing")]) == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_val_track_refuses_the_map_evaluations_flags(capsys):
+    with pytest.raises(SystemExit) as stop:
+        val_main(["--track", "--weights", "x.pt", "--data", "MOT", "--save-thresholds", "--split", "train"])
+    assert stop.value.code == 2
+    assert "--split, --save-thresholds: not for --track" in capsys.readouterr().err
