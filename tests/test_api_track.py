@@ -38,6 +38,7 @@ def test_track_reads_a_folder_in_name_order(tmp_path):
     for i in order:
         cv2.imwrite(str(tmp_path / f"{i:04d}.png"), np.full((60, 80, 3), 10 * i, np.uint8))
     (tmp_path / "notes.txt").write_text("not a frame")
+    (tmp_path / "0005.png").write_bytes(b"half a png")  # cannot be decoded: skipped with a warning
     rows = _moving_rows(5)
 
     class ByContent(RowsPredictor):
@@ -47,6 +48,7 @@ def test_track_reads_a_folder_in_name_order(tmp_path):
     with Detector(ByContent(rows), ["person", "bicycle", "car"]).track(tmp_path, fps=10) as stream:
         seen = [(int(frame[0, 0, 0]), det.track_ids.tolist()) for frame, det in stream]
     assert seen == [(0, [1, 2]), (10, [1, 2]), (20, [1, 2]), (30, [1, 2]), (40, [1, 2])]
+    assert stream.stats.dropped == 1
     assert stream.tracks.tracker.max_lost == 10  # 30 frames at 30 fps = 10 frames at 10 fps
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no images to read as a sequence"):

@@ -8,6 +8,7 @@ detections, with the source's own tracker (SourceTracks) inside: `class_counts()
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,8 @@ from detect.data.images import IMAGE_SUFFIXES, BadImage, read_image
 from detect.streams.reader import FrameStream, StreamStats, is_stream
 
 from .sources import SourceTracks
+
+log = logging.getLogger(__name__)
 
 
 def image_files(folder: str | Path) -> list[Path]:
@@ -34,8 +37,8 @@ def is_image_sequence(source) -> bool:
 
 class ImageFrames:
     """`for index, frame in frames:` the images of a folder (sorted) or of a list, in order, as BGR arrays, with
-    what a FrameReader has (name, fps, stats, close). An image that cannot be decoded raises ValueError naming
-    it."""
+    what a FrameReader has (name, fps, stats, close). An image that cannot be decoded is skipped, named in a
+    warning and counted as dropped (as a stream's lost frame: its index is missing from the frames)."""
 
     def __init__(self, source, fps: float | None = None):
         self.items = list(source) if isinstance(source, (list, tuple)) else image_files(source)
@@ -50,7 +53,9 @@ class ImageFrames:
                 try:
                     frame = read_image(item)
                 except BadImage as e:
-                    raise ValueError(f"frame {index} of {self.name}: {item}: {e.detail}") from None
+                    log.warning("skipped frame %d of %s: %s: %s", index, self.name, item, e.detail)
+                    self.stats.dropped += 1
+                    continue
             self.stats.read += 1
             self.stats.processed += 1
             yield index, frame
