@@ -67,7 +67,9 @@ def evaluate_model(handle: ModelHandle, predictor: Predictor, source, evaluator:
     if uses_the_eval_loader(handle, predictor.settings.slice_size):
         loader = build_eval_loader(source, feed.split, handle.img_size, feed.batch, feed.workers, handle.max_stride,
                                    feed.rank, feed.world_size, rect=not handle.square, cache_dir=feed.cache_dir,
-                                   cache=feed.cache, resize=handle.resize, net_shape=handle.net_shape)
+                                   cache=feed.cache, resize=handle.resize,
+                                   # a fixed-size export takes its own (square) shape, whatever the cfg's was
+                                   net_shape=handle.net_shape if handle.input_shape is None else None)
         run = evaluate_batches
     else:
         steps = rank_steps(source.records, 1 if slicing else feed.batch, feed.rank, feed.world_size)

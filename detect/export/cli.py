@@ -26,6 +26,7 @@ from pathlib import Path
 
 from detect.darknet.load import check_img_size, load_model
 from detect.darknet.pt_files import trained_img_size
+from detect.data.resize_modes import stretch_canvas
 from detect.data.spec import read_class_names
 from detect.inference.class_conf import (
     check_class_count,
@@ -149,6 +150,10 @@ def run(args) -> Path:
                  "%d %d" % net_shape, "the size the .pt was trained at" if trained_size else "the cfg's [net] size")
     default_shape = net_shape or (default_size, default_size)
     img_size = (args.img[0], args.img[-1]) if args.img else default_shape
+    if args.img and len(args.img) == 1 and net_shape is not None:  # as predict and val read it for these weights
+        img_size = stretch_canvas(args.img[0], model.max_stride, net_shape)
+        log.info("--img-size %d: the %dx%d network's shape with its long side %d: %dx%d (give H W for another "
+                 "shape)", args.img[0], net_shape[1], net_shape[0], args.img[0], img_size[1], img_size[0])
     for side in img_size:
         check_img_size(side, model.max_stride)
     names = read_class_names(args.names) if args.names else loaded.names

@@ -4,8 +4,8 @@ checkpoint or `.pt` (its cfg and names inside), Darknet `.weights` with their cf
 
 The ONNX policy, the same for every caller: a dynamic export runs like the PyTorch model (rect canvases, any
 size that is a multiple of its stride; DEFAULT_DYNAMIC_SIZE when none is given); a fixed-size export runs at its
-own (h, w) only, square or not, every image fitted into it (the letterbox that keeps its aspect ratio), so
-the API, predict and val give one model file's image the same boxes. Test-time augmentation needs a dynamic
+own (h, w) only, square or not, every image fitted into it (letterboxed, keeping its aspect ratio, or stretched
+when the model's resize mode says so), so the API, predict and val give one model file's image the same boxes. Test-time augmentation needs a dynamic
 export (it runs the model at other sizes).
 """
 

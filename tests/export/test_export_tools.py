@@ -128,6 +128,9 @@ def test_a_non_square_darknet_cfg_exports_at_its_own_shape_when_stretched(tmp_pa
     assert export_main(common) == 0
     assert "--img-size 64 128: the cfg's [net] size" in capsys.readouterr().out
     assert _metadata(tmp_path / "wide.onnx").input_size == (64, 128)
+    assert export_main([*common, "--img", "256"]) == 0  # one size: the long side, as predict and val read it
+    assert "--img-size 256: the 128x64 network's shape with its long side 256: 256x128" in capsys.readouterr().out
+    assert _metadata(tmp_path / "wide-128x256.onnx").input_size == (128, 256)
     assert export_main([*common, "--resize", "letterbox", "--output", str(tmp_path / "boxed.onnx")]) == 0
     assert _metadata(tmp_path / "boxed.onnx").input_size == (128, 128)
     assert _metadata(tmp_path / "boxed.onnx").net_shape is None
@@ -136,3 +139,21 @@ def test_a_non_square_darknet_cfg_exports_at_its_own_shape_when_stretched(tmp_pa
     handle = load_model_file(tmp_path / "wide-dynamic.onnx", device=torch.device("cpu"), img_size=64)
     image = np.zeros((300, 200, 3), np.uint8)
     assert model_input(image, InferenceSettings.for_model(handle), 32)[0].shape == (3, 32, 64)
+
+
+def test_a_square_fixed_export_of_a_wide_darknet_model_evaluates_at_its_own_shape(tmp_path):
+    """The eval loader feeds a fixed-size export its own input shape, not the cfg's network shape."""
+    import torch
+
+    from detect.darknet.model import Darknet
+    from tests.support.val_data import TINY_CFG
+
+    cfg = tmp_path / "wide.cfg"
+    cfg.write_text(TINY_CFG.replace("height=64", "height=32"))  # 64 wide, 32 high, stretched (no letter_box)
+    torch.manual_seed(0)
+    Darknet(str(cfg)).save_darknet_weights(tmp_path / "wide.weights")
+    assert export_main(["--weights", str(tmp_path / "wide.weights"), "--cfg", str(cfg), "--img", "64", "64",
+                        "--output", str(tmp_path / "square.onnx")]) == 0
+    assert _metadata(tmp_path / "square.onnx").input_size == (64, 64)
+    spec = write_coco_dataset(tmp_path / "data")
+    assert val.main(val_args(spec, tmp_path / "square.onnx", tmp_path)) == 0
