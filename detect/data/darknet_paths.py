@@ -105,8 +105,8 @@ def label_file(listed: str, base: Path, rule: str) -> Path:
     """The label file of the image listed as `listed` (relative to `base` unless absolute) under `rule`."""
     if rule == "alexeyab":
         label = replace_image_to_label(listed)
-        if not label.endswith(".txt"):  # an extension Darknet does not know (.tif, .webp, .Jpg): <stem>.txt
-            return (base / listed).with_suffix(".txt")
+        if not label.endswith(".txt"):  # an extension Darknet does not know (.tif, .webp, .Jpg): <stem>.txt,
+            return base / Path(label).with_suffix(".txt")  # its folders replaced as its siblings' are
         return base / label
     if rule == "pjreddie":
         return base / (rule_path(Path(listed), "darknet") or Path(listed).with_suffix(".txt"))

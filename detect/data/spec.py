@@ -281,11 +281,11 @@ def read_class_names(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"--names {path}: file not found (give a .names file or a data spec)")
-    from detect.data.darknet_data import is_darknet_data, read_darknet_names
+    from detect.data.darknet_data import is_darknet_data, read_darknet_names, read_names
     if is_darknet_data(path):
         return list(read_darknet_names(path))
-    if path.suffix not in (".yaml", ".yml"):
-        return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    if path.suffix not in (".yaml", ".yml"):  # a .names file, read as training reads it (a BOM, a blank line)
+        return list(read_names(path))
     spec = load_data_spec(path)
     if spec.names:
         return list(spec.names)

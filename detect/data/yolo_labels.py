@@ -117,12 +117,15 @@ def read_boxes(label: Path | None, probe, num_classes: int,
     `label` is None or absent: a background image); None when the file cannot be read, reported as label_syntax
     with the line at fault. Boxes dropped or clipped are reported with their lines."""
     try:
-        text = label.read_text() if label is not None and label.exists() else ""
+        text = label.read_text(encoding="utf-8-sig") if label is not None and label.exists() else ""
         confident: list[int] = []
         lines: list[int] = []
         classes, cxcywh = parse_label_text(text, confident, lines)
     except (ValueError, UnicodeDecodeError) as e:
         report.add("label_syntax", label, str(e))
+        return None
+    except OSError as e:  # unreadable (permissions, I/O): the image is dropped, not taken as background
+        report.add("label_syntax", label, f"cannot be read ({type(e).__name__}: {e.strerror or e})")
         return None
     if confident:
         report.add("confidence_column", label, f"{len(confident)} line(s) with values after class cx cy w h (a confidence, "

@@ -103,13 +103,41 @@ def darknet_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return (inter / union).astype(np.float32)
 
 
-def darknet_nms(dets: DarknetDetections, nms: float = MAP_NMS) -> DarknetDetections:
-    """box.c do_nms_sort: rows of zero objectness swapped to the end and left alone; then per class, the array
-    stably sorted by that class's score and each kept box zeroing that class in later boxes with IoU > nms.
-    Returns the detections in the array's final order, suppressed scores set to 0."""
+def darknet_diou(a: np.ndarray, b: np.ndarray, exponent: float) -> np.ndarray:
+    """box.c box_diou (`exponent` 0.6) and box_diounms (`exponent` beta_nms) for every pair of (cx, cy, w, h) rows:
+    IoU - (d^2 / c^2)^exponent, d the centres' distance, c the diagonal of the smallest box around both (IoU alone
+    where c is 0). [n, m] float32, as Darknet's floats compute it."""
+    iou = darknet_iou(a, b)
+    a, b = a.astype(np.float32)[:, None, :], b.astype(np.float32)[None, :, :]
+    half = np.float32(2)
+    sides = [np.maximum(a[..., i] + a[..., i + 2] / half, b[..., i] + b[..., i + 2] / half)
+             - np.minimum(a[..., i] - a[..., i + 2] / half, b[..., i] - b[..., i + 2] / half) for i in (0, 1)]
+    c = sides[0] * sides[0] + sides[1] * sides[1]
+    d = (a[..., 0] - b[..., 0]) * (a[..., 0] - b[..., 0]) + (a[..., 1] - b[..., 1]) * (a[..., 1] - b[..., 1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        term = np.power((d / c).astype(np.float64), exponent).astype(np.float32)  # C's pow: double, then float
+    return np.where(c == 0, iou, iou - term).astype(np.float32)
+
+
+def suppresses(boxes: np.ndarray, nms: float, kind: str = "default", beta: float = 0.6) -> np.ndarray:
+    """[n, n] bool: row i's box suppresses column j's under the cfg's nms_kind (Darknet reads it from the last
+    [yolo] layer): default IoU > nms; greedynms box_diou > nms; diounms box_diounms(beta_nms) > nms."""
+    if kind == "greedynms":
+        return darknet_diou(boxes, boxes, 0.6) > np.float32(nms)
+    if kind == "diounms":
+        return darknet_diou(boxes, boxes, beta) > np.float32(nms)
+    return darknet_iou(boxes, boxes) > np.float32(nms)
+
+
+def darknet_nms(dets: DarknetDetections, nms: float = MAP_NMS, kind: str = "default",
+                beta: float = 0.6) -> DarknetDetections:
+    """box.c do_nms_sort (diounms_sort for the cfg's `kind` greedynms or diounms, `beta` its beta_nms): rows of
+    zero objectness swapped to the end and left alone; then per class, the array stably sorted by that class's
+    score and each kept box zeroing that class in later boxes it suppresses (`suppresses`). Returns the
+    detections in the array's final order, suppressed scores set to 0."""
     order, total = _zero_objectness_last(dets.objectness)
     probs = dets.probs.copy()
-    iou = darknet_iou(dets.boxes[order[:total]], dets.boxes[order[:total]]) > np.float32(nms)
+    iou = suppresses(dets.boxes[order[:total]], nms, kind, beta)
     current = np.arange(total)  # positions into order[:total], in the array's current order
     for k in range(probs.shape[1]):
         scores = probs[order[current], k]

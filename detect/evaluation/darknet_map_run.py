@@ -58,6 +58,14 @@ def head_grids(model) -> list[tuple[int, int, int]]:
     return [(head.num_anchors, *model.layer_shapes[head.layer_index][1:]) for head in model.heads]
 
 
+def nms_kind(model) -> tuple[str, float]:
+    """(nms_kind, beta_nms) of the model's last [yolo] layer, where Darknet's map reads them (a kind Darknet does
+    not know is its default NMS)."""
+    last = max(model.heads, key=lambda head: head.layer_index).options
+    kind = str(last.get("nms_kind", "default"))
+    return (kind if kind in ("greedynms", "diounms") else "default"), float(last.get("beta_nms", 0.6))
+
+
 def darknet_input(image_rgb: np.ndarray, net_size: tuple[int, int], letter_box: bool) -> torch.Tensor:
     """[3, h, w] float32 in 0..1: Darknet's stretch (resize_image) or letterbox of the image."""
     w, h = net_size
@@ -76,6 +84,7 @@ def model_detections(model, image_paths: Sequence[str | Path], letter_box: bool 
         letter_box = bool(model.net_options.get("letter_box", 0))
     net_h, net_w = model.input_size
     grids = head_grids(model)
+    kind, beta = nms_kind(model)
     device = next(iter(model.state_dict().values()), torch.empty(0)).device  # a packed CPU model has no parameters
     found = []
     for start in range(0, len(image_paths), batch):
@@ -85,7 +94,7 @@ def model_detections(model, image_paths: Sequence[str | Path], letter_box: bool 
         for picture, image_rows in zip(pictures, rows.float().cpu().numpy()):
             size = (picture.shape[1], picture.shape[0])
             dets = darknet_detections(image_rows, size, (net_w, net_h), thresh, letter_box, grids)
-            found.append(darknet_nms(dets, nms))
+            found.append(darknet_nms(dets, nms, kind, beta))
     return found
 
 

@@ -59,6 +59,7 @@ def test_label_file_rules(tmp_path):
     assert label_file("VOC/JPEGImages/a.jpg", tmp_path, "pjreddie") == tmp_path / "VOC/labels/a.txt"
     assert label_file("data/a.tif", tmp_path, "alexeyab") == tmp_path / "data/a.txt"  # what the user meant
     assert label_file("/abs/JPEGImages/a.jpg", tmp_path, "alexeyab") == Path("/abs/labels/a.txt")
+    assert label_file("VOC/JPEGImages/a.webp", tmp_path, "alexeyab") == tmp_path / "VOC/labels/a.txt"  # as a.jpg's
 
 
 def test_obj_data_reads_as_darknet_and_its_boxes_are_the_labels(darknet_root):

@@ -8,6 +8,7 @@ import torch
 from detect.evaluation.darknet_map import (
     DarknetDetections,
     darknet_detections,
+    darknet_diou,
     darknet_iou,
     darknet_map,
     darknet_nms,
@@ -83,6 +84,33 @@ def test_nms_sort_zeroes_per_class_and_leaves_the_array_in_the_last_classs_order
     out = darknet_nms(found, 0.45)
     assert out.boxes.tolist() == np.array([b, a, c, a], F).tolist()
     assert out.probs.tolist() == np.array([[0, 0.6], [0.9, 0], [0.7, 0], [0.3, 0.3]], F).tolist()
+
+
+def test_the_cfgs_nms_kind_decides_the_suppression_as_box_c_says():
+    # two boxes side by side: IoU 1/3 against DIoU 1/3 - (0.1^2 / (0.3^2 + 0.2^2))^0.6
+    a, b = [0.30, 0.5, 0.2, 0.2], [0.40, 0.5, 0.2, 0.2]
+    boxes = np.array([a, b], F)
+    expected = 1 / 3 - (0.01 / 0.13) ** 0.6
+    assert darknet_iou(boxes, boxes)[0, 1] == pytest.approx(1 / 3, abs=1e-6)
+    assert darknet_diou(boxes, boxes, 0.6)[0, 1] == pytest.approx(expected, abs=1e-6)
+    assert darknet_diou(boxes, boxes, 0.6)[0, 0] == pytest.approx(1.0)  # the same box: d = 0
+    found = DarknetDetections(boxes, np.array([0.9, 0.8], F), np.array([[0.9], [0.8]], F))
+    assert darknet_nms(found, 0.3).probs[:, 0].tolist() == pytest.approx([0.9, 0])  # IoU 0.333 > 0.3
+    assert darknet_nms(found, 0.3, "greedynms").probs[:, 0].tolist() == pytest.approx([0.9, 0.8])  # 0.118
+    assert darknet_nms(found, 0.1, "diounms", 0.6).probs[:, 0].tolist() == pytest.approx([0.9, 0])
+    assert darknet_nms(found, 0.1, "diounms", 2.0).probs[:, 0].tolist() == pytest.approx([0.9, 0])  # 0.327 > 0.1
+    assert darknet_nms(found, 0.33, "diounms", 2.0).probs[:, 0].tolist() == pytest.approx([0.9, 0.8])  # 0.327
+
+
+def test_the_map_reads_nms_kind_from_the_last_yolo_layer():
+    from detect.darknet.model import Darknet
+    from detect.evaluation.darknet_map_run import nms_kind
+
+    cfg = shared_path("darknet-cfg", "yolov4-tiny.cfg")
+    if not cfg.is_file():
+        pytest.skip("../shared is absent")
+    assert nms_kind(Darknet(str(cfg))) == ("greedynms", 0.6)
+    assert nms_kind(Darknet(str(shared_path("darknet-cfg", "yolov3-tiny.cfg")))) == ("default", 0.6)
 
 
 def test_rows_become_darknet_detections_with_its_thresholds_and_box_correction():
