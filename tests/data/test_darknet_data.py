@@ -206,6 +206,11 @@ def test_lines_keys_and_content_as_read_data_cfg_reads_them(darknet_root):
     names = darknet_root / "plain.names"
     names.write_text("cat\ndog\n")
     assert read_class_names(names) == ["cat", "dog"]
+    names.write_text("\ufeffcat\r\ndog\r\n")  # saved by Notepad: a BOM, CRLF; read as training reads it
+    assert read_class_names(names) == ["cat", "dog"]
+    names.write_text("cat\n\ndog\n")
+    with pytest.raises(ValueError, match="plain.names:2: line 2 is blank"):
+        read_class_names(names)
 
 
 def test_splits_an_obj_data_has(darknet_root):

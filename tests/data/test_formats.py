@@ -89,3 +89,19 @@ def test_yolo_label_lines_of_tracks_are_boxes_and_a_triangle_stays_a_polygon():
     # a triangle (class x1 y1 x2 y2 x3 y3) is its bounding box
     classes, boxes = parse_label_text("0 0.2 0.1 0.6 0.3 0.4 0.9\n")
     assert np.allclose(boxes, [[0.4, 0.5, 0.4, 0.8]])
+
+
+def test_a_label_file_with_a_bom_reads_and_an_unreadable_one_is_reported_not_a_crash(tmp_path):
+    from detect.data.images import ImageProbe
+    from detect.data.records import BadInputReport
+    from detect.data.yolo_labels import read_boxes
+
+    probe, report = ImageProbe(100, 50, ()), BadInputReport()
+    label = tmp_path / "a.txt"
+    label.write_text("\ufeff0 0.5 0.5 0.2 0.4\n", encoding="utf-8")
+    boxes, classes = read_boxes(label, probe, 2, report)
+    assert boxes.tolist() == [[40, 15, 60, 35]] and classes.tolist() == [0]
+    folder = tmp_path / "b.txt"
+    folder.mkdir()  # reading it raises IsADirectoryError, as an unreadable file raises PermissionError
+    assert read_boxes(folder, probe, 2, report) is None
+    assert report.counts["label_syntax"] == 1
