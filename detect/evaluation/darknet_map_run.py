@@ -90,7 +90,8 @@ def model_detections(model, image_paths: Sequence[str | Path], letter_box: bool 
     for start in range(0, len(image_paths), batch):
         chunk = range(start, min(start + batch, len(image_paths)))
         pictures = [images[i] if images is not None else read_rgb(image_paths[i], decoder) for i in chunk]
-        rows = model(torch.stack([darknet_input(p, (net_w, net_h), letter_box) for p in pictures]).to(device))
+        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):  # float32 as Darknet's, not TF32 on GPUs
+            rows = model(torch.stack([darknet_input(p, (net_w, net_h), letter_box) for p in pictures]).to(device))
         for picture, image_rows in zip(pictures, rows.float().cpu().numpy()):
             size = (picture.shape[1], picture.shape[0])
             dets = darknet_detections(image_rows, size, (net_w, net_h), thresh, letter_box, grids)

@@ -35,6 +35,7 @@ class AugmentedModel(nn.Module):
         outs = []
         for scale, flip in zip(self.scales, self.flips):
             xi = x.flip(-1) if flip else x
+            nh, nw = h, w
             if scale != 1:
                 nh, nw = max(round(h * scale), 1), max(round(w * scale), 1)
                 xi = F.interpolate(xi, size=(nh, nw), mode="bilinear", align_corners=False)
@@ -45,7 +46,9 @@ class AugmentedModel(nn.Module):
                 if x.is_contiguous(memory_format=torch.channels_last):
                     xi = xi.contiguous(memory_format=torch.channels_last)
             y = self.model(xi).clone()
-            y[..., :4] /= scale
+            # back by the sizes the pass had (rounded: 416 x 0.83 is 345, 0.8293), x and y each their own
+            y[..., 0:4:2] *= w / nw
+            y[..., 1:4:2] *= h / nh
             if flip:
                 y[..., 0] = w - y[..., 0]
             outs.append(y)

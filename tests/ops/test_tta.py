@@ -32,8 +32,9 @@ def test_each_pass_maps_back_to_the_input(channels_last):
         rows = out[image]
         assert torch.allclose(rows[:, 0], torch.tensor(float(cx)), atol=2.0), rows[:, 0]
         assert torch.allclose(rows[:, 1], torch.tensor(float(cy)), atol=2.0), rows[:, 1]
-    # sizes: 12% of the (padded) width at each scale, divided by the scale: about 12% of 224 again
-    assert out[0, :, 2].tolist() == pytest.approx([26.88, 0.12 * 192 / 0.83, 0.12 * 160 / 0.67], rel=1e-4)
+    # sizes: 12% of the (padded) width at each scale, brought back by the width that pass had (224 x 0.83 is 186
+    # pixels, 224 x 0.67 is 150): about 12% of 224 again
+    assert out[0, :, 2].tolist() == pytest.approx([26.88, 0.12 * 192 * 224 / 186, 0.12 * 160 * 224 / 150], rel=1e-4)
 
 
 def test_one_flip_per_scale():
