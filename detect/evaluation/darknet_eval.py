@@ -3,8 +3,11 @@
 Each image is read and resized as Darknet's own loader does (detect.data.darknet_image), the model runs in
 float32 at the network size, its rows become Darknet's detections (threshold 0.005) and do_nms_sort at 0.45, and
 detect.evaluation.darknet_map computes the figures. Images go in file-name order (a Darknet list as `ls` would
-write it); every box of a record is a truth (Darknet reads every label line: no crowd or difficult rule). Under
-torchrun each rank runs every world_size-th image and rank 0 computes the result, which every rank receives.
+write it; a Darknet valid list's own order differs only where two images' detections tie in score); every box
+of a record is a truth (no crowd or difficult rule). Those are the boxes as the dataset reader checked them: a
+label line Darknet would read as it stands (a box past the image's edge, a duplicate line, one of zero area) is
+clipped or dropped here and named in the dataset's report, the one place the two can differ. Under torchrun
+each rank runs every world_size-th image and rank 0 computes the result, which every rank receives.
 
 detect.val's `run_darknet_map` loads the model itself: Darknet runs it in float32 at its cfg's width and height
 (or --img-size) with thresholds and NMS of its own, so --conf, --iou, --max-det and the NMS flags do not apply;
