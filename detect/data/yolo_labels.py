@@ -3,7 +3,7 @@ ultralytics or labelImg put it (detect.data.label_layouts: one rule per split).
 
 Coordinates are normalised to the image (0..1). A line of an odd number of 7 or more values is a polygon
 (`class x1 y1 x2 y2 ...`) and becomes its bounding box; what detect.predict writes after `class cx cy w h` (a
-confidence, a track id) is read past. A missing label file means a background image.
+confidence, a track id: `parse_label_text`) is read past. A missing label file means a background image.
 Image ids are the numeric file stems when all of them are numeric and unique (COCO file names keep their
 official ids), else the position in the sorted file list.
 """
@@ -59,23 +59,23 @@ def parse_label_text(text: str, with_confidence: list | None = None,
                      line_numbers: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(classes float64 [n], boxes normalised cxcywh float64 [n,4]); raises ValueError naming the bad line.
     Lines `detect.predict --save-txt` writes read as boxes, the values after `class cx cy w h` ignored: 6 values
-    (a confidence from --save-conf, or a track id from --track) and 7 values (both) in a file where a 7-value line
-    ends in a whole number of 2 or more, which no normalised polygon coordinate is (a triangle's 7 values are a
-    polygon otherwise). The line numbers of those go into `with_confidence`; `line_numbers` receives the line of
-    each box."""
+    (a confidence from --save-conf, or a track id from --track) and 7 values ending in a track id, which predict
+    writes as a whole number without a decimal point (1, 12), where a polygon's coordinates are fractions (a
+    triangle whose last coordinate is written as the bare integer 1 reads as a tracked box: the one ambiguity of
+    the layout). The line numbers of those go into `with_confidence`; `line_numbers` receives the line of each
+    box."""
     rows = []
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split()
         if not fields:
             continue
         try:
-            rows.append((number, [float(v) for v in fields]))
+            rows.append((number, [float(v) for v in fields], fields[-1].isdigit() and int(fields[-1]) >= 1))
         except ValueError:
             raise ValueError(f"line {number}: {line.strip()!r} is not numbers (want: class cx cy w h)") from None
-    tracked = any(len(values) == 7 and values[6] >= 2 and values[6].is_integer() for _, values in rows)
     classes, boxes = [], []
-    for number, values in rows:
-        if len(values) == 5 or len(values) == 6 or (tracked and len(values) == 7 and values[6].is_integer()):
+    for number, values, ends_in_an_id in rows:
+        if len(values) == 5 or len(values) == 6 or (len(values) == 7 and ends_in_an_id):
             boxes.append(values[1:5])
             if len(values) > 5 and with_confidence is not None:
                 with_confidence.append(number)

@@ -66,15 +66,23 @@ def metric_key(text: str) -> str:
     posixpath.normpath leaves as it is, of at most 250 characters; a class name is one level, so its slashes and
     a name of dots only become _, and it is cut to 200 characters."""
     key = re.sub(r"[^\w\-.: ]", "_", text)[:200]
-    return "_" * len(key) if not key.strip(".") else key
+    return "_" * max(len(key), 1) if not key.strip(". ") else key
 
 
 def class_metric_keys(names) -> dict[str, str]:
-    """{class name: its metric_key}, made unique: two names that clean up alike get their class index appended
-    (otherwise one class's AP would overwrite the other's)."""
+    """{class name: its metric_key}, made unique: a name that cleans up like another gets its place in `names`
+    appended (and more if that is taken too): otherwise one class's AP would overwrite the other's."""
     keys = [metric_key(n) for n in names]
     seen = {k: keys.count(k) for k in keys}
-    return {n: (k if seen[k] == 1 else f"{k}_{i}") for i, (n, k) in enumerate(zip(names, keys))}
+    taken, out = set(), {}
+    for i, (name, key) in enumerate(zip(names, keys)):
+        if seen[key] > 1 or key in taken:
+            key = f"{key}_{i}"
+            while key in taken or key in seen:
+                key += "_"
+        taken.add(key)
+        out[name] = key
+    return out
 
 
 class MlflowLogger(RunLogger):

@@ -90,10 +90,11 @@ class RunLoggers(RunLogger):
             except Exception as e:  # noqa: BLE001 (any failure of a report: warn, switch it off, train on)
                 self.loggers.remove(logger)
                 why = f"{type(e).__name__}: {e}"
-                if method != "start":
+                if method not in ("start", "finish"):  # still told the end (not twice)
                     self._off.append((logger, f"{logger.name} logging stopped in {method} ({why})"))
-                log.warning("%s logger failed in %s (%s); it is switched off for the rest of the run, training "
-                            "goes on", logger.name, method, why)
+                log.warning("%s logger failed in %s (%s)%s", logger.name, method, why,
+                            "" if method == "finish" else "; it is switched off for the rest of the run, training "
+                            "goes on")
 
     def start(self, info: RunInfo) -> None:
         self._each("start", info)

@@ -151,6 +151,7 @@ def run(args) -> Path:
     default_shape = net_shape or (default_size, default_size)
     img_size = (args.img[0], args.img[-1]) if args.img else default_shape
     if args.img and len(args.img) == 1 and net_shape is not None:  # as predict and val read it for these weights
+        check_img_size(args.img[0], model.max_stride)
         img_size = stretch_canvas(args.img[0], model.max_stride, net_shape)
         log.info("--img-size %d: the %dx%d network's shape with its long side %d: %dx%d (give H W for another "
                  "shape)", args.img[0], net_shape[1], net_shape[0], args.img[0], img_size[1], img_size[0])

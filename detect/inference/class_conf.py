@@ -91,8 +91,11 @@ def stored_in(weights) -> Path:
 
 
 def _file_sha1(path: Path) -> str:
+    digest = hashlib.sha1()
     with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha1").hexdigest()
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def read_class_conf(weights, record: dict | None = None) -> ClassConf | None:

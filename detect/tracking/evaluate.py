@@ -51,8 +51,8 @@ def _read_frames(chunk: list[tuple[int, Path]]) -> list[np.ndarray | None]:
 def track_sequence(predictor: Predictor, seq: Sequence, config: TrackerConfig,
                    only_class: int | None = None) -> MotRows:
     """The tracked boxes of every frame of `seq` as MOT rows (the frames in batches of the predictor's size),
-    of the detections of `only_class` when given. A missing frame number (seqinfo.ini's seqLength, or a gap) ages
-    the tracks as a frame with nothing in it."""
+    of the detections of `only_class` when given. A frame of seqinfo.ini's seqLength without an image ages the
+    tracks as a frame with nothing in it (without a seqLength, the numbers may be timestamps: images follow on)."""
     tracks = SourceTracks(config, seq.fps)
     parts = []
     step = predictor.settings.batch_size
@@ -63,8 +63,9 @@ def track_sequence(predictor: Predictor, seq: Sequence, config: TrackerConfig,
         found = iter(predictor([image for image in images if image is not None]) if any(
             image is not None for image in images) else [])
         for (number, _), image in zip(chunk, images):
-            for _ in range(previous + 1, number):  # frames with no image
-                tracks.update(np.zeros((0, 6)))
+            if seq.length is not None:  # frames 1..seqLength with no image: the tracks age through them
+                for _ in range(previous + 1, number):
+                    tracks.update(np.zeros((0, 6)))
             previous = number
             det = np.asarray(next(found)).reshape(-1, 6) if image is not None else np.zeros((0, 6))
             rows = tracks.update(det if only_class is None else det[det[:, 5] == only_class])

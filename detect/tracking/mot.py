@@ -47,7 +47,8 @@ class MotRows:
     def stack(cls, rows: list[MotRows]) -> MotRows:
         rows = [r for r in rows if len(r)] or [cls.empty()]
         columns = [np.concatenate([getattr(r, f) for r in rows]) for f in ("frames", "ids", "boxes", "conf")]
-        classes = None if any(r.classes is None for r in rows) else np.concatenate([r.classes for r in rows])
+        classes = None if all(r.classes is None for r in rows) else np.concatenate(
+            [np.full(len(r), -1, np.int64) if r.classes is None else r.classes for r in rows])
         return cls(*columns, classes)
 
     def take(self, keep: np.ndarray) -> MotRows:
@@ -140,6 +141,9 @@ def read_sequence(folder: str | Path) -> Sequence:
         length = int(section["seqLength"]) if "seqLength" in section else None
     except ValueError as e:
         raise ValueError(f"{folder / 'seqinfo.ini'}: {e} (frameRate and seqLength are numbers)") from None
+    if length is not None and frames[-1][0] > length:
+        raise ValueError(f"{folder / 'seqinfo.ini'}: seqLength={length}, but {frames[-1][1].name} is frame "
+                         f"{frames[-1][0]}; correct seqLength (the frames the ground truth covers)")
     return Sequence(folder, section.get("name", folder.name), frames, fps, length)
 
 

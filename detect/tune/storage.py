@@ -20,6 +20,8 @@ import time
 import warnings
 from pathlib import Path
 
+from detect.tune.options import shown_url
+
 log = logging.getLogger(__name__)
 
 WORKER_ATTR = "worker"  # trial user attribute: the worker process running it
@@ -41,7 +43,9 @@ def open_storage(url: str, heartbeat_s: int, grace_s: int):
     optuna = _optuna()
     kwargs = {}
     if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        from sqlalchemy.engine import make_url
+
+        Path(make_url(url).database).parent.mkdir(parents=True, exist_ok=True)  # the path, unescaped
         kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}  # workers wait for each other's writes
     # a stale trial is queued again (up to 3 times); Optuna 4.9 renamed the callback, 5.0 RDBStorage's argument
     queue_again = (getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
@@ -60,7 +64,8 @@ def open_storage(url: str, heartbeat_s: int, grace_s: int):
                                               **{name: retry}, **kwargs)
         except Exception as e:  # noqa: BLE001 (SQLAlchemy's errors differ by database)
             if attempt == 2 or "already exists" not in str(e) and "locked" not in str(e):
-                raise ValueError(f"--storage {url}: cannot open it ({type(e).__name__}: {e})") from None
+                raise ValueError(f"--storage {shown_url(url)}: cannot open it ({type(e).__name__}: "
+                                 f"{str(e).replace(url, shown_url(url))})") from None
             time.sleep(1 + attempt)
 
 
@@ -110,9 +115,10 @@ def worker_identity(pid: int | None = None) -> dict:
 def worker_gone(identity: dict) -> bool:
     """True only when the worker ran here (same host, boot and PID namespace) and its process is no longer there."""
     here = worker_identity()
-    where = ("host", "boot", "pidns")
-    if not isinstance(identity, dict) or any(identity.get(k) != here[k] for k in where):
-        return False  # another machine or container: its heartbeat decides
+    if not isinstance(identity, dict) or any(identity.get(k) != here[k] for k in ("host", "boot")):
+        return False  # another machine: its heartbeat decides
+    if identity.get("pidns", here["pidns"]) != here["pidns"]:  # (a record made before pidns was kept: this one)
+        return False  # another container on this host: the same
     pid, started = identity.get("pid"), identity.get("start")
     if started is not None and here["start"] is not None:  # /proc: the same pid started at the same tick
         return _start_time(pid) != started

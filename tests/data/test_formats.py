@@ -77,12 +77,12 @@ def test_yolo_label_lines_with_a_confidence_column_are_boxes():
 def test_yolo_label_lines_of_tracks_are_boxes_and_a_triangle_stays_a_polygon():
     from detect.data.yolo_labels import parse_label_text
 
-    # detect.predict --track --save-conf: class cx cy w h confidence track-id; a track id 1 is read the same way
-    # once another line of the file shows an id no coordinate can be
+    # detect.predict --track --save-conf: class cx cy w h confidence track-id (a bare whole number), also id 1
     extra = []
     classes, boxes = parse_label_text("2 0.5 0.5 0.2 0.4 0.91 1\n0 0.3 0.7 0.1 0.2 0.45 12\n", extra)
     assert classes.tolist() == [2, 0] and extra == [1, 2]
     assert boxes.tolist() == [[0.5, 0.5, 0.2, 0.4], [0.3, 0.7, 0.1, 0.2]]
+    assert parse_label_text("0 0.5 0.5 0.2 0.2 0.91 1\n")[1].tolist() == [[0.5, 0.5, 0.2, 0.2]]  # a file of one
     # --track alone: class cx cy w h track-id
     classes, boxes = parse_label_text("1 0.5 0.5 0.2 0.4 7\n")
     assert boxes.tolist() == [[0.5, 0.5, 0.2, 0.4]]

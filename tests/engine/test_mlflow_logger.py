@@ -64,6 +64,7 @@ def test_params_are_flattened_as_text_and_class_names_made_metric_safe(tmp_path)
     keys = class_metric_keys(names)
     assert keys["a//b"] == "a__b" and keys["."] == "_" and keys["a(b"] == "a_b_6" and keys["a)b"] == "a_b_7"
     assert len(set(keys.values())) == len(names) and keys["person"] == "person"
+    assert len(set(class_metric_keys(["a/b", "a_b", "a_b_1", "", " "]).values())) == 5
     validate = pytest.importorskip("mlflow.utils.validation")._validate_metric_name
     for key in keys.values():
         validate(f"class_AP50/{key}")

@@ -93,6 +93,21 @@ def test_a_failing_logger_warns_once_and_the_others_get_every_call(tmp_path):
     assert recorder.of("log_plot") == [(tmp_path / "results.png",)] * 3 and recorder.of("finish") == [(FINISHED, "")]
 
 
+def test_a_logger_that_fails_to_finish_is_asked_once():
+    class FailsToFinish(RunLogger):
+        name = "fragile"
+        calls = 0
+
+        def finish(self, status, note=""):
+            self.calls += 1
+            raise ConnectionError("no server")
+
+    fragile = FailsToFinish()
+    with log_lines("detect.engine.run_loggers") as lines:
+        RunLoggers([fragile]).finish(FINISHED)
+    assert fragile.calls == 1 and lines == ["fragile logger failed in finish (ConnectionError: no server)"]
+
+
 def test_an_epoch_row_comes_first_then_its_evaluation_at_the_same_step():
     recorder = Recorder()
     loggers = RunLoggers([recorder])

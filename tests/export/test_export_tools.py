@@ -131,6 +131,8 @@ def test_a_non_square_darknet_cfg_exports_at_its_own_shape_when_stretched(tmp_pa
     assert export_main([*common, "--img", "256"]) == 0  # one size: the long side, as predict and val read it
     assert "--img-size 256: the 128x64 network's shape with its long side 256: 256x128" in capsys.readouterr().out
     assert _metadata(tmp_path / "wide-128x256.onnx").input_size == (128, 256)
+    assert export_main([*common, "--img", "250"]) == 2  # off the stride: refused, as predict and val refuse it
+    assert "--img-size 250 must be a multiple of the model's largest stride" in capsys.readouterr().err
     assert export_main([*common, "--resize", "letterbox", "--output", str(tmp_path / "boxed.onnx")]) == 0
     assert _metadata(tmp_path / "boxed.onnx").input_size == (128, 128)
     assert _metadata(tmp_path / "boxed.onnx").net_shape is None

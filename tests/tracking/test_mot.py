@@ -49,9 +49,21 @@ def test_sequence_folders(tmp_path):
     found = read_sequence(tmp_path / "unpadded")
     assert [(n, p.name) for n, p in found.frames] == [(1, "1.jpg"), (2, "2.jpg"), (9, "9.jpg"), (10, "10.jpg")]
     assert found.missing_frames() == [3, 4, 5, 6, 7, 8, 11] and found.scored_frames() == list(range(1, 12))
+    (tmp_path / "unpadded" / "seqinfo.ini").write_text("[Sequence]\nseqLength=9\n")
+    with pytest.raises(ValueError, match=r"seqinfo.ini: seqLength=9, but 10.jpg is frame 10"):
+        read_sequence(tmp_path / "unpadded")
     plain = read_sequence(tmp_path / "plain")
     assert plain.name == "plain" and plain.fps is None and [n for n, _ in plain.frames] == [1, 2]
     with pytest.raises(FileNotFoundError, match="no MOTChallenge sequence in it"):
         find_sequences(tmp_path / "MOT" / "SEQ-01" / "frames")
     with pytest.raises(FileNotFoundError, match="no such folder"):
         find_sequences(tmp_path / "missing")
+
+
+def test_stacked_rows_keep_the_ground_truths_classes():
+    from detect.tracking.mot import MotRows
+
+    truth = parse_mot("1,1,0,0,5,5,1,7,1\n", "gt.txt")
+    results = MotRows(np.array([2]), np.array([4]), np.zeros((1, 4)), np.ones(1))
+    assert MotRows.stack([truth, results]).classes.tolist() == [7, -1]
+    assert MotRows.stack([results, results]).classes is None

@@ -73,6 +73,10 @@ def test_storage_urls_keep_odd_folder_names_and_log_lines_hide_passwords(tmp_pat
 
     path = tmp_path / "what?" / "50%20 off" / "study.db"
     assert make_url(sqlite_url(path)).database == str(path)
+    from detect.tune.storage import open_storage
+
+    open_storage(sqlite_url(path), 10, 30)
+    assert path.is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["what?"]  # no stray escaped folder
     assert shown_url("postgresql://tuner:s3cret@db.lan:5432/studies") == "postgresql://tuner:***@db.lan:5432/studies"
 
 
