@@ -47,7 +47,7 @@ def _measure(rank: int, world_size: int, port: int, args, queue) -> None:
     from detect.darknet.load import for_inference, load_model, uses_channels_last
     from detect.data.loader import build_eval_loader, open_split
     from detect.evaluation.evaluator import CocoEvaluator, evaluate
-    from detect.inference.loading import model_resize
+    from detect.inference.loading import darknet_net_shape, model_resize
     from detect.runtime import dist
     from detect.runtime.precision import amp_dtype
 
@@ -55,14 +55,16 @@ def _measure(rank: int, world_size: int, port: int, args, queue) -> None:
         ctx = dist.init_distributed(args.device)
         if ctx.device.type == "cpu":  # share the cores between the processes
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
-        model = for_inference(load_model(args.cfg, args.weights, img_size=args.img, exact=True).model, ctx.device)
+        loaded = load_model(args.cfg, args.weights, img_size=args.img, exact=True)
+        model = for_inference(loaded.model, ctx.device)
+        resize = model_resize(loaded.model, args.weights, loaded.record)[0]
         channels_last = uses_channels_last(ctx.device)
         with torch.inference_mode():  # first-call set-up (allocations, kernels) is not what we measure
             model(torch.zeros(1, 3, args.img, args.img, device=ctx.device))
         source = open_split(args.data, "val")
         loader = build_eval_loader(source, "val", args.img, args.batch, args.workers, model.max_stride,
-                                   ctx.rank, ctx.world_size, rect=True,
-                                   resize=model_resize(model, args.weights)[0])  # as detect.val feeds the model
+                                   ctx.rank, ctx.world_size, rect=True, resize=resize,  # as detect.val feeds it
+                                   net_shape=darknet_net_shape(loaded) if resize == "stretch" else None)
         dist.barrier()
         tick = time.perf_counter()
         result = evaluate(model, loader, CocoEvaluator(source), ctx.device,
