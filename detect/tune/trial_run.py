@@ -61,9 +61,9 @@ def launcher(nproc: int) -> list[str]:
 def train_command(nproc: int, run_dir: Path, hyp_file: Path, epochs: int, train_args, device_args,
                   resume: bool = False) -> list[str]:
     """The trial's train.py command: a new run in `run_dir`, or (`resume`) the continuation of its last.pt, which
-    carries every other option."""
+    carries every other option, to `epochs` (a search restarted with another --epochs moves the run's end)."""
     if resume:
-        return [*launcher(nproc), "--resume", str(run_dir / "last.pt"), *device_args]
+        return [*launcher(nproc), "--resume", str(run_dir / "last.pt"), "--epochs", str(epochs), *device_args]
     return [*launcher(nproc), *train_args, "--hyp", str(hyp_file), "--epochs", str(epochs), "--project",
             str(run_dir.parent), "--name", run_dir.name, "--exist-ok", *device_args]
 

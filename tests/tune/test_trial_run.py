@@ -71,4 +71,4 @@ def test_the_train_command_of_a_new_run_and_of_a_resumed_one(tmp_path):
     assert new[1].endswith("train.py")
     resumed = train_command(2, run_dir, hyp, 10, ("--data", "d.yaml"), (), resume=True)
     assert resumed[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    assert resumed[6:] == ["--resume", str(run_dir / "last.pt")]
+    assert resumed[6:] == ["--resume", str(run_dir / "last.pt"), "--epochs", "10"]
