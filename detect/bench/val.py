@@ -64,7 +64,7 @@ def _measure(rank: int, world_size: int, port: int, args, queue) -> None:
         source = open_split(args.data, "val")
         loader = build_eval_loader(source, "val", args.img, args.batch, args.workers, model.max_stride,
                                    ctx.rank, ctx.world_size, rect=True, resize=resize,  # as detect.val feeds it
-                                   net_shape=darknet_net_shape(loaded) if resize == "stretch" else None)
+                                   net_shape=darknet_net_shape(loaded))
         dist.barrier()
         tick = time.perf_counter()
         result = evaluate(model, loader, CocoEvaluator(source), ctx.device,

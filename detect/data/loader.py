@@ -194,12 +194,13 @@ def build_eval_loader(spec, split: str, img_size: int, batch_size: int, workers:
                       world_size: int, rect: bool = True, cache_dir=None, cache: str | None = None,
                       resize: str = "letterbox", net_shape: tuple[int, int] | None = None) -> DataLoader:
     """Batches of this rank's share, letterboxed (or stretched onto the network's shape: square, or a
-    Darknet-trained non-square `net_shape`, detect.data.resize_modes.stretch_canvas): whole batches dealt
-    round-robin over the whole split."""
+    Darknet-trained non-square `net_shape`, detect.data.resize_modes.stretch_canvas, into which a letterbox fits
+    the image too): whole batches dealt round-robin over the whole split."""
     source = open_split(spec, split, cache_dir)
     sizes = [(r.width, r.height) for r in source.records]
-    batches, shapes = eval_batches(sizes, batch_size, img_size, stride, rect and resize != "stretch")
-    if resize == "stretch":
+    own_shape = resize == "stretch" or net_shape is not None  # every image on the network's shape
+    batches, shapes = eval_batches(sizes, batch_size, img_size, stride, rect and not own_shape)
+    if own_shape:
         shapes[:] = stretch_canvas(img_size, stride, net_shape)
     dataset = EvalDataset(source, shapes, img_size, resize=resize)
     if cache:  # the canvases (and the resize mode) are part of what is cached: the key carries them

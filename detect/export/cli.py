@@ -144,7 +144,7 @@ def run(args) -> Path:
         resize = args.resize
     trained_size = trained_img_size(loaded.record)
     default_size = trained_size or max(model.input_size)
-    net_shape = darknet_net_shape(loaded) if resize == "stretch" else None
+    net_shape = darknet_net_shape(loaded)  # Darknet weights of a non-square cfg: fed at that shape, either mode
     if args.img is None:
         log.info("--img-size %s: %s (give --img-size to export another)", default_size if net_shape is None else
                  "%d %d" % net_shape, "the size the .pt was trained at" if trained_size else "the cfg's [net] size")

@@ -76,7 +76,8 @@ def load_model_file(weights, cfg=None, *, device: torch.device, img_size: int | 
 
 def with_resize(handle: ModelHandle, resize: str | None, flag: str = "--resize") -> ModelHandle:
     """`handle` fed by `resize` instead of its model's own mode (logged once), or as it is for None. Stretching
-    fills the network's own shape (square, fixed, or a Darknet-trained non-square cfg's), not rect canvases."""
+    fills the network's own shape (square, fixed, or a Darknet-trained non-square cfg's), not rect canvases; a
+    non-square Darknet network is letterboxed into its own shape too, as Darknet's letter_box does."""
     if resize is None or resize == handle.resize:
         return handle
     log.info("%s %s: overrides the mode %s was made for (%s); its boxes may be worse than with %s", flag,
@@ -155,8 +156,8 @@ def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag:
     net_shape = darknet_net_shape(loaded)
     log.info("%s: images are %s to the input (%s)%s", Path(weights).name,
              "stretched" if mode == "stretch" else "letterboxed", why,
-             f"; stretched, they fill its {net_shape[1]}x{net_shape[0]} network shape (scaled to {flag} {img_size})"
-             if net_shape is not None and mode == "stretch" else "")
+             f"; into its {net_shape[1]}x{net_shape[0]} network shape (scaled to {flag} {img_size}), as Darknet "
+             f"feeds it" if net_shape is not None else "")
     runner = None
     engines = cpu_backend(backend, device)
     if engines != ["torch"]:
@@ -172,7 +173,8 @@ def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag:
 
 def darknet_net_shape(loaded) -> tuple[int, int] | None:
     """(h, w) of the cfg's [net] when it is not square and the weights are Darknet's (trained at that shape, which
-    Darknet stretches every image to), else None: square cfgs, and this project's .pt (trained square)."""
+    Darknet stretches or letterboxes every image into), else None: square cfgs, and this project's .pt (trained
+    square)."""
     h, w = loaded.model.input_size
     return (h, w) if h != w and loaded.record is None else None
 

@@ -6,8 +6,8 @@ Keys: `producer` ("detect"), `names` (json list or null), `num_classes`, `stride
 conf, iou, max_det, multi_label; only for "nms"), `resize` ("letterbox" or "stretch": how the model was
 trained to see images; an export without it was letterboxed), `preprocess` (json: how inputs must be prepared),
 `class_conf` (json, only when the model has per-class confidence thresholds: detect.inference.class_conf),
-`net_shape` (json [h, w], only for Darknet weights of a non-square cfg: the shape a stretched image fills,
-detect.data.resize_modes.stretch_canvas).
+`net_shape` (json [h, w], only for Darknet weights of a non-square cfg: the shape of the canvas, which a
+stretched image fills and a letterboxed one is fitted into, detect.data.resize_modes.stretch_canvas).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ PREPROCESS = {
     "letterbox": {**_COMMON, "pad_value": 114, "resize": "keep aspect ratio, bilinear; image centred on the canvas",
                   "canvas": "fixed input_size: the image fitted into that h, w; dynamic: any h, w multiple of "
                             "max_stride (detect.val: long side at --img plus at least half a stride of border, "
-                            "rounded up)"},
+                            "rounded up), or net_shape's when it is given (the image fitted into it)"},
     "stretch": {**_COMMON, "resize": "bilinear to the canvas' h and w (x and y scaled independently), no border",
                 "canvas": "fixed input_size; dynamic: a square of any multiple of max_stride, or net_shape's "
                           "aspect when it is given (its long side scaled to the size asked, each side rounded to "
@@ -48,7 +48,7 @@ class OnnxMetadata:
     nms: dict | None  # conf, iou, max_det, multi_label of an "nms" graph
     resize: str = "letterbox"  # how images become the input (detect.data.resize_modes)
     class_conf: ClassConf | None = None  # per-class confidence thresholds (detect.inference.class_conf)
-    net_shape: tuple[int, int] | None = None  # a Darknet-trained non-square network's (h, w) (stretch fills it)
+    net_shape: tuple[int, int] | None = None  # a Darknet-trained non-square network's (h, w): the canvas
 
     def to_props(self) -> dict[str, str]:
         thresholds = {} if self.class_conf is None else {CLASS_CONF_KEY: json.dumps(self.class_conf.to_dict())}

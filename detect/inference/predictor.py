@@ -49,7 +49,7 @@ class InferenceSettings:
     # one threshold per class in place of conf: a detection of class k is kept when its score >= class_conf[k]
     # (detect.inference.class_conf: chosen on a validation split)
     class_conf: tuple[float, ...] | None = None
-    net_shape: tuple[int, int] | None = None  # a Darknet-trained non-square network's (h, w): stretch fills it
+    net_shape: tuple[int, int] | None = None  # a Darknet-trained non-square network's (h, w): the canvas's shape
 
     def __post_init__(self):
         check_resize_mode(self.resize, "resize mode")
@@ -80,10 +80,11 @@ def check_ranges(img_size: int | None, conf: float | None, iou: float, max_det: 
 
 def canvas_shape(width: int, height: int, settings: InferenceSettings, stride: int) -> tuple[int, int]:
     """(h, w) of the model input for an image: fixed, the network's own shape when stretching (square, or a
-    Darknet-trained non-square network's: stretch_canvas), square, or the rect canvas of detect.val."""
+    Darknet-trained non-square network's: stretch_canvas) and a non-square Darknet network's under either mode
+    (Darknet letterboxes into its width x height too), square, or the rect canvas of detect.val."""
     if settings.fixed_shape is not None:
         return settings.fixed_shape
-    if settings.resize == "stretch":
+    if settings.resize == "stretch" or settings.net_shape is not None:
         return stretch_canvas(settings.img_size, stride, settings.net_shape)
     if settings.square:
         return (round_up(settings.img_size, stride),) * 2

@@ -114,7 +114,7 @@ def test_export_refuses_a_size_off_the_stride_and_a_missing_gpu_in_one_line(tmp_
 
 def test_a_non_square_darknet_cfg_exports_at_its_own_shape_when_stretched(tmp_path, capsys):
     """Darknet weights of a wide cfg (letter_box 0: stretched to width x height) export at that shape unless
-    --img says otherwise; letterboxed, the default stays the square of the long side."""
+    --img says otherwise; letterboxed too (Darknet's letter_box fits the image into width x height)."""
     import torch
 
     from detect.darknet.model import Darknet
@@ -134,8 +134,8 @@ def test_a_non_square_darknet_cfg_exports_at_its_own_shape_when_stretched(tmp_pa
     assert export_main([*common, "--img", "250"]) == 2  # off the stride: refused, as predict and val refuse it
     assert "--img-size 250 must be a multiple of the model's largest stride" in capsys.readouterr().err
     assert export_main([*common, "--resize", "letterbox", "--output", str(tmp_path / "boxed.onnx")]) == 0
-    assert _metadata(tmp_path / "boxed.onnx").input_size == (128, 128)
-    assert _metadata(tmp_path / "boxed.onnx").net_shape is None
+    assert _metadata(tmp_path / "boxed.onnx").input_size == (64, 128)
+    assert _metadata(tmp_path / "boxed.onnx").net_shape == (64, 128)
     assert export_main([*common, "--dynamic"]) == 0  # any size: the metadata keeps the shape to stretch to
     assert _metadata(tmp_path / "wide-dynamic.onnx").net_shape == (64, 128)
     handle = load_model_file(tmp_path / "wide-dynamic.onnx", device=torch.device("cpu"), img_size=64)

@@ -147,11 +147,18 @@ def test_darknet_weights_of_a_non_square_cfg_are_fed_its_shape_and_a_pt_its_squa
     assert chw.shape == (3, 64, 128) and ratio == (128 / 200, 64 / 300) and pad == (0, 0)
     smaller = load_model_file(tmp_path / "wide.weights", cfg, device=CPU, backend="torch", img_size=64)
     assert model_input(image, InferenceSettings.for_model(smaller), 32)[0].shape == (3, 32, 64)  # scaled: 64 long
+    # letterboxed (Darknet's letter_box, or --resize letterbox): fitted into the same wide network shape
+    boxed = load_model_file(tmp_path / "wide.weights", cfg, device=CPU, backend="torch", resize="letterbox")
+    chw, ratio, pad = model_input(image, InferenceSettings.for_model(boxed), boxed.max_stride)
+    assert chw.shape == (3, 64, 128) and ratio == pytest.approx(64 / 300) and pad == (42, 0)
 
     (tmp_path / "tiny.yaml").write_text(TINY_DATA.replace("path: gen", f"path: {tmp_path / 'gen'}"))
     loader = build_eval_loader(load_data_spec(tmp_path / "tiny.yaml"), "val", 128, 4, 0, 32, 0, 1,
                                cache_dir=tmp_path / "cache", resize="stretch", net_shape=handle.net_shape)
     assert {tuple(batch[0].shape[-2:]) for batch in loader} == {(64, 128)}
+    loader = build_eval_loader(load_data_spec(tmp_path / "tiny.yaml"), "val", 128, 4, 0, 32, 0, 1,
+                               cache_dir=tmp_path / "cache", resize="letterbox", net_shape=handle.net_shape)
+    assert {tuple(batch[0].shape[-2:]) for batch in loader} == {(64, 128)}  # not the rect canvases
 
     save_pt(model, tmp_path / "wide.pt", resize="stretch")
     square = load_model_file(tmp_path / "wide.pt", device=CPU, backend="torch")
