@@ -164,10 +164,14 @@ class Detector:
         "bytetrack" or "sort", detect.tracking): ids count from 1. The model's thresholds are the tracker's high
         score and boxes down to its low score feed ByteTrack's second stage; `found` holds the tracked boxes
         (Kalman-filtered) only. `fps`: an image sequence's frame rate (default 30), which scales how long an
-        unseen track is kept."""
+        unseen track is kept. An [N, H, W, 3] array is N frames in order."""
+        if fps is not None and not fps > 0:
+            raise ValueError(f"fps must be a positive frame rate, got {fps}")
         settings, config = for_tracking(self.settings, tracker)
         detect = copy.copy(self.predictor)
         detect.settings = settings  # the same model, keeping boxes down to the tracker's low score
+        if isinstance(source, np.ndarray) and source.ndim == 4:  # [N, H, W, 3]: N frames, as a call takes them
+            source = list(source)
         if is_image_sequence(source):
             items = [_as_bgr(i, rgb) if isinstance(i, np.ndarray) else i for i in source] \
                 if isinstance(source, (list, tuple)) else source

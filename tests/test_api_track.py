@@ -71,3 +71,22 @@ def test_track_vehicles_along_a_street_with_yolov3_tiny(shared, tmp_path):
     counts = stream.class_counts()
     assert counts.get("car", 0) >= 2 and sum(counts.values()) <= 10
     assert detector(seq.frames[0]).track_ids is None  # plain calls stay plain
+
+
+def test_track_takes_frames_as_one_array_and_refuses_a_rate_of_zero():
+    rows = _moving_rows(3)
+    frames = np.zeros((3, 60, 80, 3), np.uint8)  # [N, H, W, 3], as a call takes a batch
+    with Detector(RowsPredictor(rows), ["person", "bicycle", "car"]).track(frames) as stream:
+        assert [det.track_ids.tolist() for _, det in stream] == [[1, 2]] * 3
+    with pytest.raises(ValueError, match="fps must be a positive frame rate, got 0"):
+        Detector(RowsPredictor(rows), ["a"]).track(frames, fps=0)
+
+
+def test_a_video_opencv_cannot_write_is_one_warning_not_lost_silently(tmp_path):
+    from detect.predict.outputs import NoVideo, open_writer
+    from tests.support.log_lines import log_lines
+
+    (tmp_path / "clip.mp4").mkdir()  # a folder where the video should go: OpenCV cannot open it
+    with log_lines("detect.predict.outputs") as lines:
+        writer, size = open_writer(tmp_path / "clip.mp4", 10, np.zeros((60, 80, 3), np.uint8))
+    assert isinstance(writer, NoVideo) and size == (80, 60) and "cannot write an mp4v video" in lines[0]

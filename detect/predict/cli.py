@@ -255,7 +255,7 @@ def predict_frames(predictor: Predictor, reader: FrameReader, output: str, names
             det = predictor([frame])[0]
             elapsed = (time.perf_counter() - tick) * 1000
             if tracking:  # the rows become the tracked ones, with their ids
-                det, annotated = tracking.frame(tracking.video_key(output), det, frame, reader.fps)
+                det, annotated = tracking.frame(tracking.video_key(output), det, frame, reader.fps, index)
             else:
                 annotated = draw(frame, det, names)
             with deferred_interrupt():  # Ctrl-C: a frame's video frame, txt and json are written whole or not at all

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import numpy as np
 import torch
 
 from detect.runtime.files import atomic_write_bytes, atomic_write_text
+
+log = logging.getLogger(__name__)
 
 
 def class_colour(k: int) -> tuple[int, int, int]:
@@ -89,4 +92,19 @@ def summary(det: torch.Tensor, names: list[str]) -> str:
 def open_writer(path: Path, fps: float, frame: np.ndarray) -> tuple[cv2.VideoWriter, tuple[int, int]]:
     path.parent.mkdir(parents=True, exist_ok=True)
     size = (frame.shape[1], frame.shape[0])
-    return cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, size), size
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, size)
+    if not writer.isOpened():  # every write would vanish without a word
+        log.warning("%s: OpenCV cannot write an mp4v video there (its build lacks the codec, or the folder is not "
+                    "writable): no annotated video; the frames' labels and json are still written", path)
+        return NoVideo(), size
+    return writer, size
+
+
+class NoVideo:
+    """Stands in for a cv2.VideoWriter that could not open (said once, by open_writer)."""
+
+    def write(self, frame) -> None:
+        pass
+
+    def release(self) -> None:
+        pass

@@ -112,9 +112,11 @@ class Tracking:
         self._frames[key] = self._frames.get(key, 0) + 1
         self.bank.update(key, np.zeros((0, 6)))
 
-    def frame(self, key: str, det, frame: np.ndarray, fps: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(tracked rows [k, 7], annotated frame) of the next frame of source `key`."""
-        rows = self.bank.update(key, np.asarray(det), fps)
+    def frame(self, key: str, det, frame: np.ndarray, fps: float | None = None,
+              index: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(tracked rows [k, 7], annotated frame) of the next frame of source `key` (`index`: its number in the
+        source, where a live stream may have dropped frames before it)."""
+        rows = self.bank.update(key, np.asarray(det), fps, index)
         return rows, draw_tracks(frame, rows, self.names, self.bank[key].trails)
 
     def save(self, rows: np.ndarray, shape, stem: str, source: str, key: str, frame: int) -> None:

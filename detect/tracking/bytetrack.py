@@ -60,10 +60,15 @@ class ByteTracker:
             return scores >= np.asarray(high)[np.clip(classes, 0, len(high) - 1)]
         return scores >= high
 
-    def update(self, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray | None = None) -> Tracked:
-        """Advance one frame with its detections: boxes float [n, 4] xyxy, scores [n], classes int [n]."""
+    def update(self, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray | None = None,
+               steps: int = 1) -> Tracked:
+        """Advance to the next frame given, `steps` source frames on (more than 1 where a stream dropped frames:
+        the tracks move and age through them), with its detections: boxes float [n, 4] xyxy, scores [n],
+        classes int [n]."""
         c = self.config
-        self.frame += 1
+        first = self.frame == 0
+        steps = max(1, int(steps))
+        self.frame += steps
         boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
         scores = np.asarray(scores, np.float64).reshape(-1)
         classes = np.zeros(len(scores), np.int64) if classes is None else np.asarray(classes, np.int64)
@@ -74,7 +79,8 @@ class ByteTracker:
 
         if len(self.state):
             self.mean[self.state == LOST, 6:] = 0  # an unseen track keeps moving but stops growing
-            self.mean, self.cov = kalman.predict(self.mean, self.cov)
+            for _ in range(min(steps, self.max_lost + 1)):  # past the buffer every lost track ends anyway
+                self.mean, self.cov = kalman.predict(self.mean, self.cov)
         predicted = kalman.cxcywh_to_xyxy(self.mean[:, :4])
         track_rows, det_rows = [], []
 
@@ -107,7 +113,7 @@ class ByteTracker:
         tracks, dets = (np.cumsum(~drop) - 1)[tracks[alive]], dets[alive]  # their rows once the ended are gone
         self._keep(~drop)
         born = fresh[scores[fresh] >= c.new_track]
-        self._start(boxes[born], classes[born])
+        self._start(boxes[born], classes[born], at_once=first)
         tracks = np.concatenate([tracks, np.arange(len(self.state) - len(born), len(self.state))])
         dets = np.concatenate([dets, born])
         shown = self.ids[tracks] > 0  # confirmed: seen twice, or on the first frame
@@ -136,15 +142,16 @@ class ByteTracker:
         self.last[rows] = self.frame
         self.cls[rows] = classes
 
-    def _start(self, boxes: np.ndarray, classes: np.ndarray) -> None:
-        """New tracks; on the first frame they are confirmed at once (nothing earlier could confirm them)."""
+    def _start(self, boxes: np.ndarray, classes: np.ndarray, at_once: bool = False) -> None:
+        """New tracks; on the first frame (`at_once`) they are confirmed at once (nothing earlier could confirm
+        them)."""
         if not len(boxes):
             return
         mean, cov = kalman.initiate(kalman.xyxy_to_cxcywh(boxes))
         n = len(boxes)
         ids = np.zeros(n, np.int64)
         state = np.full(n, NEW, np.int8)
-        if self.frame == 1:
+        if at_once:
             ids = np.arange(self.next_id, self.next_id + n)
             self.next_id += n
             state[:] = TRACKED

@@ -56,19 +56,16 @@ def track_sequence(predictor: Predictor, seq: Sequence, config: TrackerConfig,
     tracks = SourceTracks(config, seq.fps)
     parts = []
     step = predictor.settings.batch_size
-    previous = 0
     for start in range(0, len(seq.frames), step):
         chunk = seq.frames[start:start + step]
         images = _read_frames(chunk)
         found = iter(predictor([image for image in images if image is not None]) if any(
             image is not None for image in images) else [])
         for (number, _), image in zip(chunk, images):
-            if seq.length is not None:  # frames 1..seqLength with no image: the tracks age through them
-                for _ in range(previous + 1, number):
-                    tracks.update(np.zeros((0, 6)))
-            previous = number
             det = np.asarray(next(found)).reshape(-1, 6) if image is not None else np.zeros((0, 6))
-            rows = tracks.update(det if only_class is None else det[det[:, 5] == only_class])
+            # frames 1..seqLength without an image are a gap the tracks move and age through
+            rows = tracks.update(det if only_class is None else det[det[:, 5] == only_class],
+                                 number if seq.length is not None else None)
             parts.append(MotRows(np.full(len(rows), number), rows[:, 6].astype(np.int64), rows[:, :4], rows[:, 4]))
     return MotRows.stack(parts)
 

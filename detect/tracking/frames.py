@@ -73,7 +73,9 @@ class TrackStream(FrameStream):
         self.detect, self.tracks, self.convert, self.names = detect, tracks, convert, names
 
     def _track(self, frame: np.ndarray):
-        return self.convert(self.tracks.update(np.asarray(self.detect([frame])[0])))
+        # the frame's number in its source: frames a live stream dropped (or an unreadable image) are a gap the
+        # tracks move through
+        return self.convert(self.tracks.update(np.asarray(self.detect([frame])[0]), self.index))
 
     def class_counts(self) -> dict:
         """{class name (class id without names): distinct tracks of it} so far, each track counted as the class

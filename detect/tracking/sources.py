@@ -30,11 +30,16 @@ class SourceTracks:
         self.frames = 0
         self.trails: dict[int, deque] = {}  # id -> (frame, cx, cy) of its last trail_frames frames
         self._votes: dict[int, Counter] = defaultdict(Counter)  # id -> class -> summed score
+        self._index: int | None = None  # the source's number of the last frame tracked, when given
 
-    def update(self, rows) -> np.ndarray:
+    def update(self, rows, index: int | None = None) -> np.ndarray:
+        """`index`: the frame's number in its source, where frames may be skipped (a live stream's dropped ones, an
+        image that could not be read): the tracks move and age through the gap."""
         rows = np.asarray(rows, np.float64).reshape(-1, 6)
         self.frames += 1
-        found = self.tracker.update(rows[:, :4], rows[:, 4], rows[:, 5].astype(np.int64))
+        steps = 1 if index is None or self._index is None else index - self._index
+        self._index = index if index is not None else None
+        found = self.tracker.update(rows[:, :4], rows[:, 4], rows[:, 5].astype(np.int64), steps)
         out = np.concatenate([found.boxes, rows[found.index, 4:6], found.ids[:, None].astype(np.float64)], axis=1)
         for x1, y1, x2, y2, score, k, i in out.tolist():
             self._votes[int(i)][int(k)] += score
@@ -72,11 +77,12 @@ class TrackerBank:
     def __contains__(self, key) -> bool:
         return key in self.sources
 
-    def update(self, key, rows, fps: float | None = None) -> np.ndarray:
-        """Track the next frame of source `key` (rows [n, 6]); returns its tracked rows [k, 7]."""
+    def update(self, key, rows, fps: float | None = None, index: int | None = None) -> np.ndarray:
+        """Track the next frame of source `key` (rows [n, 6]; `index` its number in the source, SourceTracks.update);
+        returns its tracked rows [k, 7]."""
         if key not in self.sources:
             self.sources[key] = SourceTracks(self.config, fps, self.trail_frames)
-        return self.sources[key].update(rows)
+        return self.sources[key].update(rows, index)
 
     def summary(self, names: list[str]) -> dict:
         """Distinct tracks per class name, per source and over all: the figures predict prints and writes."""

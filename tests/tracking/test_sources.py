@@ -48,3 +48,28 @@ def test_tracked_rows_trails_and_the_class_seen_most():
     for _ in range(3):
         tracks.update(rows())
     assert tracks.trails == {}  # an unseen track's trail fades
+
+
+def test_frames_a_stream_dropped_are_a_gap_the_tracks_move_through():
+    """An object moving 10 px a frame; frames 10-14 never reach the tracker (a live stream dropped them). Told the
+    frames' numbers, the tracker predicts across the gap and keeps the id; fed as if consecutive, the object
+    has jumped 60 px past the prediction and becomes a new track."""
+
+    def box(frame):
+        x = 10.0 * frame
+        return [[x, 50.0, x + 40.0, 90.0, 0.9, 0]]
+
+    frames = [*range(10), *range(15, 20)]
+    for numbered in (True, False):
+        tracks = SourceTracks(TrackerConfig(), fps=30)
+        ids = [tracks.update(box(f), f if numbered else None)[:, 6].tolist() for f in frames]
+        assert ids[9] == [1.0]
+        if numbered:
+            assert ids[10:] == [[1.0]] * 5
+        else:
+            assert 1.0 not in ids[11]
+    # the buffer counts the source's frames: 31 frames of gap end a track at 30 fps
+    tracks = SourceTracks(TrackerConfig(), fps=30)
+    tracks.update(box(0), 0)
+    tracks.update(box(1), 1)
+    assert tracks.update(box(33), 33)[:, 6].tolist() == []  # a new track (unconfirmed): track 1 ended
