@@ -46,10 +46,8 @@ log = logging.getLogger("detect.val")  # not __name__: under `python -m` that is
 
 
 # the mAP evaluation's flags, which --track does not use (refused rather than ignored)
-NOT_FOR_TRACKING = {"split": "--split", "single_cls": "--single-cls", "single_label": "--single-label",
-                    "no_merge": "--no-merge", "save_json": "--save-json", "save_thresholds": "--save-thresholds",
-                    "plots": "--plots", "strict": "--strict", "cache": "--cache", "metric": "--metric",
-                    "points": "--points"}
+NOT_FOR_TRACKING = ("split", "single_cls", "single_label", "no_merge", "save_json", "save_thresholds", "plots",
+                    "strict", "cache", "metric", "points")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -100,7 +98,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.track and args.conf == p.get_default("conf"):
         args.conf = None  # the mAP floor is no tracking threshold: the model's own, as predict --track
-    if args.track and (unused := [flag for dest, flag in NOT_FOR_TRACKING.items()
+    if args.track and (unused := ["--" + dest.replace("_", "-") for dest in NOT_FOR_TRACKING
                                   if getattr(args, dest) != p.get_default(dest)]):
         p.error(f"{', '.join(unused)}: not for --track (tracking metrics over MOTChallenge sequences, the detector "
                 f"run as predict --track runs it)")

@@ -33,7 +33,7 @@ from detect.data.datasets import (
     worker_init,
 )
 from detect.data.repeat_sampling import RepeatFactors
-from detect.data.resize_modes import stretch_canvas
+from detect.data.resize_modes import network_canvas
 from detect.data.samplers import (
     EpochKeyedBatchSampler,
     ShardedBatchSampler,
@@ -194,14 +194,14 @@ def build_eval_loader(spec, split: str, img_size: int, batch_size: int, workers:
                       world_size: int, rect: bool = True, cache_dir=None, cache: str | None = None,
                       resize: str = "letterbox", net_shape: tuple[int, int] | None = None) -> DataLoader:
     """Batches of this rank's share, letterboxed (or stretched onto the network's shape: square, or a
-    Darknet-trained non-square `net_shape`, detect.data.resize_modes.stretch_canvas, into which a letterbox fits
+    Darknet-trained non-square `net_shape`, detect.data.resize_modes.network_canvas, into which a letterbox fits
     the image too): whole batches dealt round-robin over the whole split."""
     source = open_split(spec, split, cache_dir)
     sizes = [(r.width, r.height) for r in source.records]
     own_shape = resize == "stretch" or net_shape is not None  # every image on the network's shape
     batches, shapes = eval_batches(sizes, batch_size, img_size, stride, rect and not own_shape)
     if own_shape:
-        shapes[:] = stretch_canvas(img_size, stride, net_shape)
+        shapes[:] = network_canvas(img_size, stride, net_shape)
     dataset = EvalDataset(source, shapes, img_size, resize=resize)
     if cache:  # the canvases (and the resize mode) are part of what is cached: the key carries them
         kind = "eval-" + hashlib.sha1(np.ascontiguousarray(shapes, dtype=np.int64).tobytes()).hexdigest()[:8]

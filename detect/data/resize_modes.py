@@ -31,10 +31,11 @@ def check_resize_mode(mode: str, flag: str = "--resize", modes: tuple[str, ...] 
     return mode
 
 
-def stretch_canvas(img_size: int, stride: int, net_shape: tuple[int, int] | None = None) -> tuple[int, int]:
-    """(h, w) a stretched image fills: img_size x img_size, or for a model trained by Darknet on a non-square
-    network (`net_shape`, its cfg's height and width) that shape, scaled so its long side is img_size (each side
-    a multiple of `stride`): Darknet stretches every image to its network's width and height."""
+def network_canvas(img_size: int, stride: int, net_shape: tuple[int, int] | None = None) -> tuple[int, int]:
+    """(h, w) of the network's own canvas, which a stretched image fills: img_size x img_size, or for a model
+    trained by Darknet on a non-square network (`net_shape`, its cfg's height and width) that shape, scaled so its
+    long side is img_size (each side a multiple of `stride`): Darknet stretches every image to its network's width
+    and height, or letterboxes it into them."""
     if net_shape is None or net_shape[0] == net_shape[1]:
         return (round_up(img_size, stride),) * 2
     scale = img_size / max(net_shape)

@@ -64,17 +64,16 @@ def parse_label_text(text: str, with_confidence: list | None = None,
     triangle whose last coordinate is written as the bare integer 1 reads as a tracked box: the one ambiguity of
     the layout). The line numbers of those go into `with_confidence`; `line_numbers` receives the line of each
     box."""
-    rows = []
+    classes, boxes = [], []
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split()
         if not fields:
             continue
         try:
-            rows.append((number, [float(v) for v in fields], fields[-1].isdigit() and int(fields[-1]) >= 1))
+            values = [float(v) for v in fields]
         except ValueError:
             raise ValueError(f"line {number}: {line.strip()!r} is not numbers (want: class cx cy w h)") from None
-    classes, boxes = [], []
-    for number, values, ends_in_an_id in rows:
+        ends_in_an_id = fields[-1].isdigit() and int(fields[-1]) >= 1
         if len(values) == 5 or len(values) == 6 or (len(values) == 7 and ends_in_an_id):
             boxes.append(values[1:5])
             if len(values) > 5 and with_confidence is not None:

@@ -25,7 +25,7 @@ from detect.darknet.load import check_img_size, load_model
 from detect.evaluation.darknet_map import darknet_map, truths_from_xyxy
 from detect.evaluation.darknet_map_report import DarknetMapResult
 from detect.evaluation.darknet_map_run import model_detections
-from detect.inference.loading import is_onnx_path, model_resize
+from detect.inference.loading import chosen_resize, is_onnx_path
 from detect.runtime import dist
 from detect.runtime.files import atomic_write_text
 from detect.runtime.runs import next_run_dir
@@ -73,10 +73,7 @@ def run_darknet_map(args, ctx, open_checked_split):
     if args.img is not None:
         check_img_size(args.img, model.max_stride)
     model = model.to(ctx.device).float().eval()
-    mode, why = model_resize(model, args.weights, loaded.record)
-    if args.resize is not None and args.resize != mode:
-        log.info("--resize %s: overrides the mode the model was made for (%s, %s)", args.resize, mode, why)
-        mode = args.resize
+    mode = chosen_resize(model, args.weights, loaded.record, args.resize)
     h, w = model.input_size
     log.info("--metric darknet: network %dx%d, images %s as Darknet's loader does, thresh 0.005, NMS 0.45, "
              "-points %d (--conf, --iou and the NMS flags do not apply)", w, h,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from detect.darknet.load import check_img_size, load_model
 from detect.darknet.pt_files import trained_img_size
-from detect.data.resize_modes import stretch_canvas
+from detect.data.resize_modes import network_canvas
 from detect.data.spec import read_class_names
 from detect.inference.class_conf import (
     check_class_count,
@@ -36,7 +36,7 @@ from detect.inference.class_conf import (
     sidecar_path,
 )
 from detect.inference.cli_flags import flag_name
-from detect.inference.loading import darknet_net_shape, model_resize
+from detect.inference.loading import chosen_resize, darknet_net_shape
 from detect.inference.predictor import check_ranges
 from detect.runtime.commands import DefaultsHelpFormatter, run_command
 from detect.runtime.dist import resolve_device
@@ -138,10 +138,7 @@ def run(args) -> Path:
     # built at the cfg's own size: the requested one is checked against the strides first (one message)
     loaded = load_model(args.cfg, args.weights, exact=True)
     model = loaded.model
-    resize, why = model_resize(model, args.weights, loaded.record)
-    if args.resize is not None and args.resize != resize:
-        log.info("--resize %s: overrides the mode the model was made for (%s, %s)", args.resize, resize, why)
-        resize = args.resize
+    resize = chosen_resize(model, args.weights, loaded.record, args.resize)
     trained_size = trained_img_size(loaded.record)
     default_size = trained_size or max(model.input_size)
     net_shape = darknet_net_shape(loaded)  # Darknet weights of a non-square cfg: fed at that shape, either mode
@@ -152,7 +149,7 @@ def run(args) -> Path:
     img_size = (args.img[0], args.img[-1]) if args.img else default_shape
     if args.img and len(args.img) == 1 and net_shape is not None:  # as predict and val read it for these weights
         check_img_size(args.img[0], model.max_stride)
-        img_size = stretch_canvas(args.img[0], model.max_stride, net_shape)
+        img_size = network_canvas(args.img[0], model.max_stride, net_shape)
         log.info("--img-size %d: the %dx%d network's shape with its long side %d: %dx%d (give H W for another "
                  "shape)", args.img[0], net_shape[1], net_shape[0], args.img[0], img_size[1], img_size[0])
     for side in img_size:

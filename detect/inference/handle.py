@@ -57,8 +57,8 @@ class ModelHandle:
     path: Path
     resize: str = "letterbox"  # how an image becomes the input (detect.data.resize_modes)
     class_conf: ClassConf | None = None  # per-class confidence thresholds the file carries (or None)
-    # (h, w) of a non-square cfg whose Darknet weights were trained at that shape: stretching fills it
-    # (detect.data.resize_modes.stretch_canvas); None for square cfgs and for this project's .pt (trained square)
+    # (h, w) of a non-square cfg whose Darknet weights were trained at that shape: the canvas either mode feeds
+    # (detect.data.resize_modes.network_canvas); None for square cfgs and for this project's .pt (trained square)
     net_shape: tuple[int, int] | None = None
 
     @property

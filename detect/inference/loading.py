@@ -5,8 +5,8 @@ checkpoint or `.pt` (its cfg and names inside), Darknet `.weights` with their cf
 The ONNX policy, the same for every caller: a dynamic export runs like the PyTorch model (rect canvases, any
 size that is a multiple of its stride; DEFAULT_DYNAMIC_SIZE when none is given); a fixed-size export runs at its
 own (h, w) only, square or not, every image fitted into it (letterboxed, keeping its aspect ratio, or stretched
-when the model's resize mode says so), so the API, predict and val give one model file's image the same boxes. Test-time augmentation needs a dynamic
-export (it runs the model at other sizes).
+when the model's resize mode says so), so the API, predict and val give one model file's image the same boxes.
+Test-time augmentation needs a dynamic export (it runs the model at other sizes).
 """
 
 from __future__ import annotations
@@ -94,6 +94,16 @@ def model_resize(model, weights, record: dict | None = None) -> tuple[str, str]:
         return recorded, f"as {Path(weights).name} was trained"
     letter_box = int(model.net_options.get("letter_box", 0))
     return ("letterbox" if letter_box else "stretch"), f"the cfg's letter_box={letter_box}"
+
+
+def chosen_resize(model, weights, record: dict | None, override: str | None, flag: str = "--resize") -> str:
+    """The mode to feed `model` with: `override` when given (one line when it differs from the model's own),
+    else the model's own (`model_resize`)."""
+    mode, why = model_resize(model, weights, record)
+    if override is not None and override != mode:
+        log.info("%s %s: overrides the mode the model was made for (%s, %s)", flag, override, mode, why)
+        return override
+    return mode
 
 
 def check_onnx_backend(weights, backend: str) -> None:

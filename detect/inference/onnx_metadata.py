@@ -7,7 +7,7 @@ conf, iou, max_det, multi_label; only for "nms"), `resize` ("letterbox" or "stre
 trained to see images; an export without it was letterboxed), `preprocess` (json: how inputs must be prepared),
 `class_conf` (json, only when the model has per-class confidence thresholds: detect.inference.class_conf),
 `net_shape` (json [h, w], only for Darknet weights of a non-square cfg: the shape of the canvas, which a
-stretched image fills and a letterboxed one is fitted into, detect.data.resize_modes.stretch_canvas).
+stretched image fills and a letterboxed one is fitted into, detect.data.resize_modes.network_canvas).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import torch
 from detect.darknet.load import uses_channels_last
 from detect.data.augment import letterbox
 from detect.data.geometry import rect_shape, round_up
-from detect.data.resize_modes import check_resize_mode, stretch, stretch_canvas
+from detect.data.resize_modes import check_resize_mode, network_canvas, stretch
 from detect.ops.preprocess import to_model_input
 from detect.ops.slicing import DEFAULT_OVERLAP, merge_tiles, needs_tiles, tile_grid
 from detect.ops.tta import AugmentedModel
@@ -80,12 +80,12 @@ def check_ranges(img_size: int | None, conf: float | None, iou: float, max_det: 
 
 def canvas_shape(width: int, height: int, settings: InferenceSettings, stride: int) -> tuple[int, int]:
     """(h, w) of the model input for an image: fixed, the network's own shape when stretching (square, or a
-    Darknet-trained non-square network's: stretch_canvas) and a non-square Darknet network's under either mode
+    Darknet-trained non-square network's: network_canvas) and a non-square Darknet network's under either mode
     (Darknet letterboxes into its width x height too), square, or the rect canvas of detect.val."""
     if settings.fixed_shape is not None:
         return settings.fixed_shape
     if settings.resize == "stretch" or settings.net_shape is not None:
-        return stretch_canvas(settings.img_size, stride, settings.net_shape)
+        return network_canvas(settings.img_size, stride, settings.net_shape)
     if settings.square:
         return (round_up(settings.img_size, stride),) * 2
     return rect_shape(width, height, settings.img_size, stride)

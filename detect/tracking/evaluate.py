@@ -59,8 +59,8 @@ def track_sequence(predictor: Predictor, seq: Sequence, config: TrackerConfig,
     for start in range(0, len(seq.frames), step):
         chunk = seq.frames[start:start + step]
         images = _read_frames(chunk)
-        found = iter(predictor([image for image in images if image is not None]) if any(
-            image is not None for image in images) else [])
+        readable = [image for image in images if image is not None]
+        found = iter(predictor(readable) if readable else [])
         for (number, _), image in zip(chunk, images):
             det = np.asarray(next(found)).reshape(-1, 6) if image is not None else np.zeros((0, 6))
             # frames 1..seqLength without an image are a gap the tracks move and age through

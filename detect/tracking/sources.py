@@ -38,7 +38,7 @@ class SourceTracks:
         rows = np.asarray(rows, np.float64).reshape(-1, 6)
         self.frames += 1
         steps = 1 if index is None or self._index is None else index - self._index
-        self._index = index if index is not None else None
+        self._index = index
         found = self.tracker.update(rows[:, :4], rows[:, 4], rows[:, 5].astype(np.int64), steps)
         out = np.concatenate([found.boxes, rows[found.index, 4:6], found.ids[:, None].astype(np.float64)], axis=1)
         for x1, y1, x2, y2, score, k, i in out.tolist():

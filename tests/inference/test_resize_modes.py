@@ -118,13 +118,13 @@ def test_a_pt_is_read_once_for_its_weights_size_mode_and_thresholds(tmp_path, mo
     assert handle.class_conf is not None and handle.class_conf.conf == pytest.approx([0.3, 0.4, 0.5, 0.6])
 
 
-def test_the_stretch_canvas_is_the_network_shape_darknet_trained():
-    from detect.data.resize_modes import stretch_canvas
+def test_the_network_canvas_is_the_network_shape_darknet_trained():
+    from detect.data.resize_modes import network_canvas
 
-    assert stretch_canvas(416, 32) == stretch_canvas(416, 32, (416, 416)) == (416, 416)
-    assert stretch_canvas(608, 32, (352, 608)) == (352, 608)  # the cfg's own size: its shape exactly
-    assert stretch_canvas(416, 32, (352, 608)) == (256, 416)  # scaled to the long side, sides on the stride
-    assert stretch_canvas(320, 32, (608, 352)) == (320, 192)  # a tall network
+    assert network_canvas(416, 32) == network_canvas(416, 32, (416, 416)) == (416, 416)
+    assert network_canvas(608, 32, (352, 608)) == (352, 608)  # the cfg's own size: its shape exactly
+    assert network_canvas(416, 32, (352, 608)) == (256, 416)  # scaled to the long side, sides on the stride
+    assert network_canvas(320, 32, (608, 352)) == (320, 192)  # a tall network
 
 
 def test_darknet_weights_of_a_non_square_cfg_are_fed_its_shape_and_a_pt_its_square(tmp_path):
