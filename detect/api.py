@@ -5,6 +5,7 @@
     for det in detector(["a.jpg", "b.jpg"]):      # one Detections per image
         print(det.to_dicts())                       # boxes in the image's own pixels, with class names
     det = detector(frame_bgr)                       # one HxWx3 array (BGR like OpenCV; rgb=True for RGB)
+    det = detector(PIL.Image.open("c.png"))         # a PIL image, any mode (L, RGBA, P, ...)
     with detector.stream("rtsp://camera/live") as frames:   # or 0 (a webcam), http(s):// MJPEG, a video file
         for frame, det in frames: ...                       # the newest frame each time; frames.stats at the end
     with detector.track("clip.mp4") as frames:      # or a stream, a folder of images, a list of images
@@ -20,6 +21,7 @@ predict and evaluation give one model file's image the same detections.
 from __future__ import annotations
 
 import copy
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,12 +29,9 @@ import numpy as np
 import torch
 
 from detect.data.images import BadImage, read_image
-from detect.inference.loading import API, class_names, conf_settings, load_model_file
-from detect.inference.predictor import (
-    InferenceSettings,
-    Predictor,
-    check_ranges,
-)
+from detect.inference.loading import API, class_names
+from detect.inference.options import API_DEFAULTS, InferenceOptions, build_settings, load_model
+from detect.inference.predictor import InferenceSettings, Predictor, check_ranges
 from detect.ops.slicing import DEFAULT_OVERLAP, check_slice
 from detect.runtime.dist import resolve_device
 from detect.streams.reader import (
@@ -87,8 +86,9 @@ class Detections:
 class Detector:
     """A model loaded once (`Detector.load`), called on images: `detector(images, rgb=False)`.
 
-    `images`: a path, an HxWx3 uint8 array (BGR like OpenCV; `rgb=True` for RGB) or a list of those (or an
-    [N, H, W, 3] array). One image gives one `Detections`, a list gives a list.
+    `images`: a path, an HxWx3 uint8 array (BGR like OpenCV; `rgb=True` for RGB; HxW and HxWx1 grayscale), a
+    PIL image of any mode (converted to RGB: grayscale, palette and RGBA alike; `rgb` does not apply), or a list
+    of those (or an [N, H, W, 3] array). One image gives one `Detections`, a list gives a list.
     """
 
     def __init__(self, predictor: Predictor, names: list[str]):
@@ -108,9 +108,10 @@ class Detector:
 
     @classmethod
     def load(cls, weights, cfg=None, *, names: list[str] | None = None, device: str = "auto",
-             img_size: int | None = None, conf: float | None = None, iou: float = 0.45, max_det: int = 300,
-             square: bool = False, batch_size: int = 16, augment: bool = False, slice_size: int | None = None,
-             slice_overlap: float = DEFAULT_OVERLAP, backend: str = "auto", resize: str | None = None) -> Detector:
+             img_size: int | None = None, conf: float | None = None, iou: float = API_DEFAULTS.iou,
+             max_det: int = API_DEFAULTS.max_det, square: bool = False, batch_size: int = API_DEFAULTS.batch_size,
+             augment: bool = False, slice_size: int | None = None, slice_overlap: float = DEFAULT_OVERLAP,
+             backend: str = "auto", resize: str | None = None) -> Detector:
         """`weights`: a `.pt` checkpoint (cfg and names inside), Darknet `.weights` (give `cfg`) or `.onnx`.
         `names` override the class names the file carries (default: theirs; else COCO's for an 80-class
         model, else "0", "1", ...; logged once).
@@ -121,20 +122,26 @@ class Detector:
         overlapping by at least `slice_overlap` of a tile, each run at `img_size`, merged with the whole image.
         `backend`: the engine of a `.pt` / `.weights` model on the CPU: "auto" (ncnn where the model's layers
         allow, else OpenVINO, else PyTorch; detect.inference.engines), "ncnn", "openvino" or "torch".
-        `conf`: one confidence threshold for every class (default: the per-class thresholds the file carries,
-        chosen by training or detect.val --save-thresholds, else 0.25; logged once).
+        `conf`: one confidence threshold for every class. Not given (None), the per-class thresholds the file
+        carries are used (chosen by training or detect.val --save-thresholds; detections are then filtered at
+        `settings.conf`, the lowest of them), and for a file without them 0.25; the choice is logged once.
+        `iou` (0.45), `max_det` (300): predict's NMS; `batch_size` (16): images per forward pass at most.
         `resize`: "letterbox" or "stretch" instead of the model's own mode (what a `.pt` was trained with, else
         the cfg's `letter_box`, 0 = stretch as Darknet; an ONNX export's metadata)."""
         check_ranges(img_size, conf, iou, max_det, batch_size)
         if slice_size is not None:
             check_slice(slice_size, slice_overlap, "slice_size", "slice_overlap")
-        resolved = resolve_device(device, 0)
-        handle = load_model_file(weights, cfg, device=resolved, img_size=img_size, square=square, backend=backend,
-                                 augment=augment, resize=resize, spelling=API)
+        for value, name, what in ((weights, "weights", "model file (.pt, .weights or .onnx)"),
+                                  (cfg, "cfg", ".cfg file")):
+            if value is not None and Path(value).is_dir():
+                raise ValueError(f"{name}={str(value)!r} is a folder; give the {what} in it")
+        resolved = resolve_device(device, 0, API.device)
+        options = InferenceOptions(img_size=img_size, conf=conf, iou=iou, max_det=max_det, batch_size=batch_size,
+                                   square=square, resize=resize, augment=augment, slice_size=slice_size,
+                                   slice_overlap=slice_overlap, backend=backend)
+        handle = load_model(weights, cfg, options, resolved, spelling=API)
         names = class_names(handle, names, API.names)
-        settings = InferenceSettings.for_model(handle, **conf_settings(handle, conf, API), iou=iou, max_det=max_det,
-                                               batch_size=batch_size, augment=augment, slice_size=slice_size,
-                                               slice_overlap=slice_overlap)
+        settings = build_settings(handle, options, API_DEFAULTS, resolved, API)
         return cls(Predictor(handle.runner, settings, resolved), names)
 
     def __call__(self, images, rgb: bool = False):
@@ -151,6 +158,10 @@ class Detector:
         the newest wins (none queue up while the model works); a file's are all processed. A stream that stops
         is reopened `retries` times, `retry_wait_s` apart (detect.streams.reader). StreamError (a ValueError)
         when the source cannot be opened."""
+        if isinstance(source, (str, Path)) and Path(source).is_dir():
+            raise ValueError(f"source={str(source)!r} is a folder: stream() reads a webcam index, a URL or a video "
+                             f"file; give its images to the detector (detector([paths])) or the folder to "
+                             f"track() to follow objects over them")
         return FrameStream(open_stream(source, live=live, retries=retries, retry_wait_s=retry_wait_s,
                                        timeout_s=timeout_s), self)
 
@@ -183,19 +194,43 @@ class Detector:
 
 
 def _as_bgr(image, rgb: bool) -> np.ndarray:
-    """An HxWx3 uint8 BGR array from a path or an array (grayscale HxW is accepted and made BGR)."""
+    """An HxWx3 uint8 BGR array from a path, a PIL image or an array (grayscale HxW or HxWx1 made BGR)."""
     if isinstance(image, (str, Path)):
+        if Path(image).is_dir():
+            raise ValueError(f"image {image} is a folder; give its image files (a list of paths), or the folder "
+                             f"to Detector.track to follow objects over its images")
         try:
             return read_image(image)
         except BadImage as e:
             raise ValueError(f"image {image}: {e.detail}; expected an image file "
                              f"(JPEG, PNG, BMP, TIFF or WebP)") from None
+    if _is_pil_image(image):
+        return _pil_to_bgr(image)
     if not isinstance(image, np.ndarray):
-        raise TypeError(f"expected an image path or a numpy array, got a {type(image).__name__}")
+        raise TypeError(f"expected an image path, a PIL image or a numpy array, got a {type(image).__name__}")
     if image.dtype != np.uint8:
         raise ValueError(f"expected a uint8 image array (0..255), got dtype {image.dtype}")
-    if image.ndim == 2:
+    if image.ndim == 3 and image.shape[2] == 1:
+        image = image[:, :, 0]
+    if image.ndim == 2 and min(image.shape) >= 1:  # gray: the same value in every channel, whatever `rgb`
         return np.repeat(image[:, :, None], 3, axis=2)
     if image.ndim != 3 or image.shape[2] != 3 or min(image.shape[:2]) < 1:
-        raise ValueError(f"expected an HxWx3 image array, got shape {image.shape}")
+        raise ValueError(f"expected an HxWx3, HxWx1 or HxW image array, got shape {image.shape}")
     return np.ascontiguousarray(image[:, :, ::-1]) if rgb else image
+
+
+def _is_pil_image(image) -> bool:
+    """Whether `image` is a PIL image (PIL is imported by whoever made one; the API does not import it)."""
+    pil = sys.modules.get("PIL.Image")
+    return pil is not None and isinstance(image, pil.Image)
+
+
+def _pil_to_bgr(image) -> np.ndarray:
+    """A PIL image of any 8-bit mode as BGR: grayscale (L, 1, LA), palette (P, PA), RGBA, CMYK, ... through
+    PIL's own conversion to RGB (alpha dropped); 16-bit and float modes are refused."""
+    if image.mode in ("I", "I;16", "I;16B", "I;16L", "I;16N", "F"):
+        raise ValueError(f"a PIL image of mode {image.mode} (16-bit or float): convert it to 8 bits first, e.g. "
+                         f"image.convert('L') or an array scaled to uint8")
+    if min(image.size) < 1:
+        raise ValueError(f"an empty PIL image (size {image.size})")
+    return np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import time
 
 from detect.engine.options import TrainOptions, parse_options
 from detect.engine.resume import explain_group_failure
@@ -64,16 +65,25 @@ def _failure_status(e: BaseException) -> tuple[str, str]:
 
 
 STOP_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C"}
+# a signal again within this many seconds is the same stop delivered twice, not a second one: under torchrun a
+# terminal's Ctrl-C reaches every rank from the terminal and again from torchrun, which passes it on
+REPEAT_GRACE_S = 1.0
 
 
 def _stop_handler(trainer: Trainer):
     """SIGTERM (schedulers, torchrun) and Ctrl-C (the terminal signals every rank) ask the ranks to stop after the
-    current step, all at the same one, and save last.pt mid-epoch; the same signal again stops at once."""
+    current step, all at the same one, and save last.pt mid-epoch; the same signal again (REPEAT_GRACE_S or more
+    later) stops at once."""
+    first = []  # when the first signal came
+
     def handle(signum, frame):
         if trainer.stop_signal:  # the second time: now, without saving
+            if first and time.monotonic() - first[0] < REPEAT_GRACE_S:
+                return
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             raise SystemExit(128 + signum)
+        first.append(time.monotonic())
         trainer.stop_signal, trainer.stop_reason = True, STOP_NAMES.get(signum, f"signal {signum}")
         log.info("%s: finishing this step, then saving last.pt (the same again stops at once, without saving)",
                  trainer.stop_reason)

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import detect.runtime.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads; docs/inference.md "CPU engines")
+from detect.evaluation.class_order import DatasetClassModel, dataset_class_order
 from detect.evaluation.coco import STAT_NAMES, format_class_table, format_summary
 from detect.evaluation.cocoeval_engines import BACKENDS, DEFAULT_BACKEND
 from detect.evaluation.evaluator import CocoEvaluator, EvalResult
@@ -29,16 +30,18 @@ from detect.inference.cli_flags import (
     add_run_folder_flags,
     add_workers_flag,
     check_inference_args,
+    inference_options,
 )
 from detect.inference.handle import ModelHandle
-from detect.inference.loading import load_model_file
+from detect.inference.loading import class_names
+from detect.inference.options import EVALUATION, InferenceOptions, build_settings, load_model
 from detect.inference.postprocess import ClassAgnosticModel
-from detect.inference.predictor import InferenceSettings, Predictor
+from detect.inference.predictor import Predictor
+from detect.ops.class_names import are_class_ids
 from detect.runtime import dist
 from detect.runtime.commands import DefaultsHelpFormatter, run_command
 from detect.runtime.files import atomic_write_text
 from detect.runtime.log import setup_logging
-from detect.runtime.precision import amp_dtype
 from detect.runtime.runs import next_run_dir
 from detect.tracking.config import DEFAULT_TRACKER, TRACKERS
 
@@ -47,7 +50,7 @@ log = logging.getLogger("detect.val")  # not __name__: under `python -m` that is
 
 # the mAP evaluation's flags, which --track does not use (refused rather than ignored)
 NOT_FOR_TRACKING = ("split", "single_cls", "single_label", "no_merge", "save_json", "save_thresholds", "plots",
-                    "strict", "cache", "metric", "points")
+                    "strict", "cache", "metric", "points", "exif")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -60,7 +63,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--single-cls", action="store_true",
                    help="evaluate every class of --data as one: a model trained with --single-cls, or a model "
                         "with several classes class-agnostically (each box scored by its best class)")
-    add_inference_flags(p, conf=0.001, iou=0.6, batch=32, batch_help="batch size (per process)")
+    add_inference_flags(p, EVALUATION, batch_help="batch size (per process)")
     p.add_argument("--single-label", action="store_true", help="one label per box (best class) instead of multi")
     p.add_argument("--no-merge", action="store_true", help="plain NMS instead of merge-NMS")
     p.add_argument("--save-json", action="store_true", help="write the COCO results json")
@@ -86,18 +89,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--points", type=int, default=0, choices=(0, 11, 101),
                    help="with --metric darknet: 0 = area under the curve (Darknet's default), 11 = VOC2007's "
                         "recall points, 101 = COCO's")
+    p.add_argument("--exif", default="ignore", choices=("ignore", "apply"),
+                   help="with --metric darknet: photos with an EXIF orientation other than 1 are read as stored, "
+                        "sideways, as Darknet reads them (ignore), or turned upright as their labels are drawn "
+                        "(apply; the other metrics always apply it)")
     p.add_argument("--coco-backend", default=DEFAULT_BACKEND, choices=BACKENDS,
                    help="COCOeval engine (the same 12 numbers; faster-coco-eval is C++, pycocotools the reference)")
     p.add_argument("--track", nargs="?", const=DEFAULT_TRACKER, default=None, choices=tuple(TRACKERS),
                    metavar="TRACKER", help=f"tracking metrics instead (HOTA, MOTA, IDF1; TrackEval): --data is a "
                    f"MOTChallenge sequence folder (SEQ/img1/*.jpg, SEQ/gt/gt.txt, SEQ/seqinfo.ini) or a folder of "
-                   f"them, tracked with {' or '.join(TRACKERS)} (default {DEFAULT_TRACKER}); --conf is then the "
-                   f"tracker's high score (default: the model's per-class thresholds, else 0.25)")
+                   f"them, tracked with {' or '.join(TRACKERS)} (default {DEFAULT_TRACKER}); the detector runs as "
+                   f"predict --track runs it, with predict's defaults: --conf is the tracker's high score (default: "
+                   f"the model's per-class thresholds, else 0.25), --iou 0.45")
     add_workers_flag(p, "data loader workers per process")
     add_run_folder_flags(p, "runs/val")
     args = p.parse_args(argv)
-    if args.track and args.conf == p.get_default("conf"):
-        args.conf = None  # the mAP floor is no tracking threshold: the model's own, as predict --track
     if args.track and (unused := ["--" + dest.replace("_", "-") for dest in NOT_FOR_TRACKING
                                   if getattr(args, dest) != p.get_default(dest)]):
         p.error(f"{', '.join(unused)}: not for --track (tracking metrics over MOTChallenge sequences, the detector "
@@ -106,12 +112,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.save_thresholds and (args.single_cls or args.metric == "darknet"):
         p.error("--save-thresholds needs the model's own classes and the COCO evaluation's detections: leave out "
                 "--single-cls and --metric darknet")
+    if args.exif != "ignore" and args.metric != "darknet":
+        p.error(f"--exif {args.exif} goes with --metric darknet (Darknet ignores EXIF; detect.val's other metrics "
+                f"always read photos upright)")
     return args
 
 
-def open_checked_split(data, split: str, num_classes: int, weights, strict: bool = False, cache_dir=None,
+def open_checked_split(data, split: str, model_names: list[str], weights, strict: bool = False, cache_dir=None,
                        single_cls: bool = False):
-    """The split's source, opened once, after the checks that must fail before any work (dataset vs model)."""
+    """(the split's source, opened once, after the checks that must fail before any work; the model's class of
+    each dataset class, or None when they are the same: detect.evaluation.class_order, by name)."""
     from detect.data.loader import open_split
     from detect.data.spec import load_data_spec
 
@@ -128,14 +138,20 @@ def open_checked_split(data, split: str, num_classes: int, weights, strict: bool
             raise FileNotFoundError(f"{message}; --strict evaluates only complete splits")
         log.warning("%s; they and their ground truth are left out of the metrics (--strict refuses instead)",
                     message)
+    num_classes = len(model_names)
+    agnostic = ("--single-cls makes it one class" if num_classes == 1 else
+                "--single-cls to evaluate every class of both as one (class-agnostic)")
+    if not single_cls and not are_class_ids(model_names):  # names to match: the order, or one line refusing
+        return source, dataset_class_order(model_names, source.names, weights, data, agnostic)
     if source.num_classes != num_classes and not (single_cls and source.num_classes == 1):
-        advice = "use weights trained for this dataset"
+        advice = "use weights trained for this dataset" + (
+            f", or list {num_classes} of its classes under `classes:` in {data}"
+            if source.num_classes > num_classes else "")
         if not single_cls:
-            advice = (f"--single-cls makes it one class, or {advice}" if num_classes == 1 else
-                      f"{advice}, or --single-cls to evaluate every class of both as one (class-agnostic)")
+            advice = f"{agnostic}, or {advice}" if num_classes == 1 else f"{advice}, or {agnostic}"
         raise ValueError(f"--weights {weights} predicts {num_classes} classes but {data} has "
                          f"{source.num_classes}; {advice}")
-    return source
+    return source, None
 
 
 def report(result: EvalResult, run_dir: Path, args, save_json: bool, skipped: int = 0) -> None:
@@ -167,6 +183,15 @@ def report(result: EvalResult, run_dir: Path, args, save_json: bool, skipped: in
     print(f"results written to {run_dir}")
 
 
+def darknet_map_job(args):
+    from detect.evaluation.darknet_eval import DarknetMapJob
+
+    recorded = {k: (str(v) if v is not None and not isinstance(v, (int, float, bool)) else v)
+                for k, v in vars(args).items()}
+    return DarknetMapJob(args.weights, args.cfg, args.data, args.split, args.img, args.resize, args.points, args.exif,
+                         args.strict, args.cache_dir, args.single_cls, args.project, args.name, recorded)
+
+
 def run(args) -> EvalResult:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
@@ -174,22 +199,29 @@ def run(args) -> EvalResult:
         if args.track:
             from detect.tracking.evaluate import run_track_eval
 
-            return run_track_eval(args, ctx)
+            return run_track_eval(args.weights, args.cfg, args.data, args.track, inference_options(args),
+                                  ctx.device, ctx.world_size, args.project, args.name)
         if args.metric == "darknet":
             from detect.evaluation.darknet_eval import run_darknet_map
 
-            return run_darknet_map(args, ctx, open_checked_split)
-        handle = load_model_file(args.weights, args.cfg, device=ctx.device, img_size=args.img, square=args.square,
-                                 backend=args.backend, cache_dir=args.cache_dir, augment=args.augment,
-                                 resize=args.resize)
-        args.img, args.square = handle.img_size, handle.square
+            return run_darknet_map(darknet_map_job(args), ctx, open_checked_split)
+        options = inference_options(args)
+        handle = load_model(args.weights, args.cfg, options, ctx.device, cache_dir=args.cache_dir)
+        predictor = build_predictor(handle, options, args.single_cls, ctx.device)
+        s = predictor.settings  # recorded in metrics.json as they ran
+        args.img, args.square, args.conf, args.iou, args.max_det, args.batch = (
+            handle.img_size, handle.square, s.conf, s.iou, s.max_det, s.batch_size)
         # every rank checks (the label cache is built by rank 0 first), so every rank fails the same way
-        source = open_checked_split(args.data, args.split, handle.num_classes, args.weights, args.strict,
-                                    args.cache_dir, args.single_cls)
-        evaluator = CocoEvaluator(source, args.conf, args.iou, args.max_det, multi_label=not args.single_label,
-                                  merge=not args.no_merge, backend=args.coco_backend, metric=args.metric)
+        source, order = open_checked_split(args.data, args.split, class_names(handle), args.weights, args.strict,
+                                           args.cache_dir, args.single_cls)
+        if order is not None:  # the model's rows in the dataset's classes, before NMS
+            if args.save_thresholds:
+                raise ValueError(f"--save-thresholds stores thresholds in the model's class order, but {args.data}'s "
+                                 f"classes are not the model's in its order; save them on a dataset that has them")
+            predictor.runner = DatasetClassModel(predictor.runner, order)
+        evaluator = CocoEvaluator(source, backend=args.coco_backend, metric=args.metric)  # scores; NMS: predictor
         feed = Feed(args.split, args.batch, args.workers, ctx.rank, ctx.world_size, args.cache_dir, args.cache)
-        result = evaluate_model(handle, build_predictor(handle, args, ctx.device), source, evaluator, feed)
+        result = evaluate_model(handle, predictor, source, evaluator, feed)
         if args.slice is not None:
             log_tiles(source.records, args, ctx)
         run_dir = dist.broadcast_object(next_run_dir(args.project, args.name) if ctx.is_main else None)
@@ -210,19 +242,16 @@ def run(args) -> EvalResult:
         dist.destroy()
 
 
-def build_predictor(handle: ModelHandle, args, device) -> Predictor:
+def build_predictor(handle: ModelHandle, options: InferenceOptions, single_cls: bool, device) -> Predictor:
     """The model as this evaluation runs it: --single-cls with a K-class model scores every box by its best
-    class, one class for all (class-agnostic NMS); the thresholds and NMS protocol of the flags."""
+    class, one class for all (class-agnostic NMS); the options with the evaluation's defaults (EVALUATION:
+    conf 0.001, IoU 0.6, multi-label, merge-NMS), whose NMS the Predictor runs."""
     runner = handle.runner
-    if args.single_cls and handle.num_classes > 1:
+    if single_cls and handle.num_classes > 1:
         log.info("--single-cls: the model's %d classes are evaluated as one (each box scored by its best class, "
                  "NMS across the classes)", handle.num_classes)
         runner = ClassAgnosticModel(runner)
-    settings = InferenceSettings.for_model(handle, conf=args.conf, iou=args.iou, max_det=args.max_det,
-                                           batch_size=args.batch, amp_dtype=amp_dtype(args.amp, device),
-                                           augment=args.augment, slice_size=args.slice, slice_overlap=args.overlap,
-                                           multi_label=not args.single_label, merge=not args.no_merge)
-    return Predictor(runner, settings, device)
+    return Predictor(runner, build_settings(handle, options, EVALUATION, device), device)
 
 
 def log_tiles(records: list, args, ctx) -> None:

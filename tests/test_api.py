@@ -81,11 +81,11 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8 not really")
     with pytest.raises(ValueError, match=r"image .*broken.jpg: not an image OpenCV can decode"):
         detector([tmp_path / "broken.jpg"])
-    with pytest.raises(TypeError, match="expected an image path or a numpy array, got a dict"):
+    with pytest.raises(TypeError, match="expected an image path, a PIL image or a numpy array, got a dict"):
         detector({"not": "an image"})
     with pytest.raises(ValueError, match="expected a uint8 image array"):
         detector(np.zeros((8, 8, 3), np.float32))
-    with pytest.raises(ValueError, match=r"expected an HxWx3 image array, got shape \(8, 8, 4\)"):
+    with pytest.raises(ValueError, match=r"expected an HxWx3, HxWx1 or HxW image array, got shape \(8, 8, 4\)"):
         detector(np.zeros((8, 8, 4), np.uint8))
     with pytest.raises(ValueError, match=r"2 class names \(names=\) but tiny.pt predicts 3 classes"):
         Detector.load(weights, names=["a", "b"], device="cpu")

@@ -1,5 +1,6 @@
 """Stopping a run on purpose: Ctrl-C saves last.pt mid-epoch as SIGTERM does and says how to resume; the resumed
-epoch's row in results.csv covers the whole epoch, as the uninterrupted run's."""
+epoch's row in results.csv covers the whole epoch, as the uninterrupted run's. Under torchrun: the terminal's Ctrl-C
+(each rank gets it twice) saves, and SIGTERM to the ranks stops the job without torchrun's traceback."""
 
 import os
 import signal
@@ -10,6 +11,7 @@ import time
 import pytest
 import torch
 
+from detect import train as train_module
 from detect.engine.setup import build_trainer
 from detect.runtime import dist
 from tests.conftest import ROOT
@@ -75,3 +77,67 @@ def test_ctrl_c_saves_last_pt_says_how_to_resume_and_the_run_resumes(tmp_path):
                              text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert torch.load(last, weights_only=True)["epoch"] == ckpt["epoch"] + 1
+
+
+def test_the_same_signal_twice_at_once_is_one_stop_and_again_later_stops_at_once(monkeypatch):
+    """Under torchrun a terminal's Ctrl-C reaches each rank twice within milliseconds (from the terminal and passed
+    on by torchrun): that is one stop that saves; it used to count as the second Ctrl-C, stopping without saving."""
+    class Flags:
+        stop_signal, stop_reason = False, None
+
+    clock = [100.0]
+    monkeypatch.setattr(train_module.time, "monotonic", lambda: clock[0])
+    trainer = Flags()
+    handle = train_module._stop_handler(trainer)
+    handle(signal.SIGINT, None)
+    clock[0] += 0.01
+    handle(signal.SIGINT, None)  # the copy torchrun passes on: nothing more
+    assert trainer.stop_signal and trainer.stop_reason == "Ctrl-C"
+    clock[0] += train_module.REPEAT_GRACE_S
+    with pytest.raises(KeyboardInterrupt):  # the user's second Ctrl-C
+        handle(signal.SIGINT, None)
+
+
+def _torchrun_job(tmp_path):
+    """A 2-rank torchrun job in its own session (as a terminal's job), its log, and its results.csv."""
+    opts = tiny_options(tmp_path, epochs=60)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
+           "--data", opts.data, "--hyp", opts.hyp, "--img-size", "64", "--batch-size", "2", "--nbs", "2",
+           "--epochs", "60", "--workers", "1", "--device", "cpu", "--project", opts.project, "--name", "c",
+           "--cache-dir", opts.cache_dir, "--no-plots"]
+    log = tmp_path / "torchrun.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+    results = tmp_path / "runs" / "c" / "results.csv"
+    deadline = time.monotonic() + 240
+    while not (results.exists() and len(results.read_text().splitlines()) >= 2):  # the marker: epoch 1's row
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.1)
+    return proc, log, tmp_path / "runs" / "c" / "last.pt"
+
+
+@pytest.mark.slow
+def test_ctrl_c_under_torchrun_saves_on_every_rank_and_torchrun_ends_as_docs_say(tmp_path):
+    """docs/training.md: the ranks save and exit 130; torchrun itself then raises its SignalException (its
+    traceback, exit status 1), which the project cannot change."""
+    proc, log, last = _torchrun_job(tmp_path)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: torchrun and both ranks get it
+    code = proc.wait(timeout=120)
+    text = log.read_text()
+    for rank in (0, 1):
+        assert f"[rank {rank}] stopped (Ctrl-C) in epoch 2 of 60" in text, text[-3000:]
+    assert "interrupted (Ctrl-C, twice" not in text and "training failed" not in text  # not taken for a second one
+    assert torch.load(last, weights_only=True)["batch_in_epoch"] > 0
+    assert code == 1 and "SignalException: Process" in text and "got signal: 2" in text
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_ranks_stops_a_torchrun_job_cleanly(tmp_path):
+    """The clean stop docs/training.md gives for torchrun: SIGTERM to its child processes (the ranks)."""
+    proc, log, last = _torchrun_job(tmp_path)
+    subprocess.run(["pkill", "-TERM", "-P", str(proc.pid)], check=True)
+    code = proc.wait(timeout=120)
+    text = log.read_text()
+    assert code == 0 and "Traceback" not in text, text[-3000:]
+    assert f"continue it with --resume {last}" in text and torch.load(last, weights_only=True)["batch_in_epoch"] > 0

@@ -63,7 +63,7 @@ def detection_rows(handle, source, split: str, args, *, conf: float, iou: float,
     """Every detection of the model on `source` ([n, 7] rows: image id, x, y, w, h, score, category id)."""
     settings = InferenceSettings.for_model(handle, conf=conf, iou=iou, batch_size=args.batch,
                                            multi_label=multi_label, merge=merge)
-    evaluator = CocoEvaluator(source, conf, iou, 300, multi_label=multi_label, merge=merge)
+    evaluator = CocoEvaluator(source)  # scores; the Predictor's settings make the detections
     feed = Feed(split, args.batch, args.workers)
     return evaluate_model(handle, Predictor(handle.runner, settings, torch.device("cpu")), source, evaluator,
                           feed).rows

@@ -96,5 +96,7 @@ def read_activation(section, default: str) -> Activation:
     """The section's `activation` key as a module; an unknown name is a cfg error (Darknet would use relu)."""
     name = section.get_str("activation", default)
     if name not in ACTIVATIONS:
-        raise section.error(f"unknown activation '{name}'; known: {', '.join(ACTIVATIONS)}", "activation")
+        from .cfg import shown  # the cfg's lexer: a long value is named, not echoed
+
+        raise section.error(f"unknown activation '{shown(name)}'; known: {', '.join(ACTIVATIONS)}", "activation")
     return Activation(name)

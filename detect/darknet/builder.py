@@ -8,7 +8,7 @@ from dataclasses import replace
 from torch import nn
 
 from .activations import read_activation
-from .cfg import Section
+from .cfg import MAX_CHANNELS, Section
 from .layers import BatchNormLayer, Connected, GlobalAvgPool, Identity, Softmax
 from .merge import Sam, ScaleChannels
 from .options import parse_yolo_options
@@ -76,7 +76,8 @@ def build_dropout(section: Section, ctx: BuildContext) -> Built:
 
 def build_connected(section: Section, ctx: BuildContext) -> Built:
     (c, h, w), stride = ctx.previous(section.index)
-    outputs = _positive(section, "output", 1)
+    outputs = _positive(section, "output", 1, MAX_CHANNELS)
+    section.check_weights(c * h * w * outputs, f"{c * h * w} inputs x output={outputs}", "output")
     bn = bool(section.get_int("batch_normalize", 0))
     module = Connected(c * h * w, outputs, bn, read_activation(section, "logistic"))
     return Built(module, (outputs, 1, 1), stride)

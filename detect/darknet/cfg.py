@@ -51,8 +51,24 @@ _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
+MAX_SHOWN = 80  # characters of a cfg value quoted in a message: a 4 MB value is named, not echoed
+# a layer's size limits: a cfg beyond them is a typo (Darknet's largest layers are far below), refused in one line
+# instead of a failed allocation of terabytes
+MAX_CHANNELS = 65536  # filters / outputs of one layer
+MAX_LAYER_WEIGHTS = 2**30  # weights of one layer: 4 GiB of float32
+MAX_INT_DIGITS = 18  # an integer key holds a count or a size: more digits is a typo, and int() would refuse 4300+
+
+
 class CfgError(ValueError):
     """A malformed cfg; the message starts with `file:line:`."""
+
+
+def shown(value: str) -> str:
+    """`value` as a message quotes it: whole up to MAX_SHOWN characters, else its start and its length."""
+    value = str(value)
+    if len(value) <= MAX_SHOWN:
+        return value
+    return f"{value[:MAX_SHOWN - 20]}... ({len(value):,} characters)"
 
 
 @dataclass
@@ -99,7 +115,10 @@ class Section:
         if raw is None:
             return default
         if not _INT.fullmatch(raw):
-            raise self.error(f"'{key}={raw}': expected an integer", key)
+            raise self.error(f"'{key}={shown(raw)}': expected an integer", key)
+        if len(raw.lstrip("+-")) > MAX_INT_DIGITS:
+            raise self.error(f"'{key}={shown(raw)}': out of range (an integer of at most {MAX_INT_DIGITS} digits)",
+                             key)
         return int(raw)
 
     def get_float(self, key: str, default: float | None = None) -> float | None:
@@ -107,13 +126,13 @@ class Section:
         if raw is None:
             return default
         if not _FLOAT.fullmatch(raw):
-            raise self.error(f"'{key}={raw}': expected a number", key)
+            raise self.error(f"'{key}={shown(raw)}': expected a number", key)
         return float(raw)
 
     def _items(self, key: str, raw: str) -> list[str]:
         items = raw.split(",")
         if any(item == "" for item in items):
-            raise self.error(f"'{key}={raw}': empty list item (stray comma?)", key)
+            raise self.error(f"'{key}={shown(raw)}': empty list item (stray comma?)", key)
         return items
 
     def _get_list(self, key: str, default, pattern, convert, kind: str):
@@ -123,7 +142,9 @@ class Section:
         items = self._items(key, raw)
         bad = [item for item in items if not pattern.fullmatch(item)]
         if bad:
-            raise self.error(f"'{key}={raw}': '{bad[0]}' is not {kind}", key)
+            raise self.error(f"'{key}={shown(raw)}': '{shown(bad[0])}' is not {kind}", key)
+        if convert is int and any(len(item.lstrip("+-")) > MAX_INT_DIGITS for item in items):
+            raise self.error(f"'{key}={shown(raw)}': out of range (integers of at most {MAX_INT_DIGITS} digits)", key)
         return [convert(item) for item in items]
 
     def get_int_list(self, key: str, default: list[int] | None = None) -> list[int] | None:
@@ -147,6 +168,15 @@ class Section:
             resolved.append(absolute)
         return resolved
 
+    def check_weights(self, count: int, terms: str, key: str) -> None:
+        """Refuse a layer of more than MAX_LAYER_WEIGHTS weights (`terms`: how `count` is made, `key`: the key
+        whose line the error names)."""
+        if count > MAX_LAYER_WEIGHTS:
+            raise self.error(f"{terms} makes {count:,} weights, more than the {MAX_LAYER_WEIGHTS:,} (4 GiB of "
+                             f"float32) a layer may have: is '{key}={shown(self.options[key].value)}' a typo?"
+                             if key in self.options else f"{terms} makes {count:,} weights, more than the "
+                             f"{MAX_LAYER_WEIGHTS:,} a layer may have", key)
+
     def set(self, key: str, value) -> None:
         """Overwrite (or add) an option, keeping the line of the original for error messages."""
         line = self.options[key].line if key in self.options else self.line
@@ -161,7 +191,7 @@ class Section:
         for key, opt in self.options.items():
             if not opt.used:
                 log.warning("%s:%d: %s: unused key '%s = %s' (ignored)", self.source, opt.line,
-                            self.header, key, opt.value)
+                            self.header, key, shown(opt.value))
 
 
 def parse_cfg(text: str, source: str = "<cfg>") -> list[Section]:
@@ -175,12 +205,13 @@ def parse_cfg(text: str, source: str = "<cfg>") -> list[Section]:
             sections.append(_new_section(stripped, number, len(sections) - 1, source))
             continue
         if not sections:
-            raise CfgError(f"{source}:{number}: option '{stripped}' before the first section ([net] must come first)")
+            raise CfgError(f"{source}:{number}: option '{shown(stripped)}' before the first section ([net] must come "
+                           "first)")
         key, sep, value = stripped.partition("=")
         if not sep or not key:
-            raise CfgError(f"{source}:{number}: '{stripped}': expected key=value")
+            raise CfgError(f"{source}:{number}: '{shown(stripped)}': expected key=value")
         if value == "":
-            raise CfgError(f"{source}:{number}: '{stripped}': empty value for '{key}'")
+            raise CfgError(f"{source}:{number}: '{shown(stripped)}': empty value for '{shown(key)}'")
         sections[-1].options.setdefault(key, Option(value, number))  # first duplicate wins
     if not sections:
         raise CfgError(f"{source}:1: no sections; a cfg starts with [net]")
@@ -200,7 +231,7 @@ def _new_section(header: str, line: int, index: int, source: str) -> Section:
         if header in UNSUPPORTED_TYPES:
             raise CfgError(f"{source}:{line}: section {header} is a Darknet layer this project does not build")
         known = ", ".join(sorted({h for h in SECTION_TYPES}))
-        raise CfgError(f"{source}:{line}: unknown section type {header}; known: {known}")
+        raise CfgError(f"{source}:{line}: unknown section type {shown(header)}; known: {known}")
     return Section(kind, header, line, index, source)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from torch import nn
 
 from .activations import read_activation
-from .cfg import Section
+from .cfg import MAX_CHANNELS, Section
 from .layers import ConvBlock
 from .merge import Route, Shortcut
 from .resample import (
@@ -42,10 +42,12 @@ class BuildContext:
         return self.built[index - 1].shape, self.built[index - 1].stride
 
 
-def _positive(section: Section, key: str, default: int) -> int:
+def _positive(section: Section, key: str, default: int, maximum: int | None = None) -> int:
     value = section.get_int(key, default)
     if value < 1:
         raise section.error(f"'{key}={value}' must be at least 1", key)
+    if maximum is not None and value > maximum:
+        raise section.error(f"'{key}={value}' is more than {maximum} (a typo?)", key)
     return value
 
 
@@ -56,7 +58,7 @@ def _reject_option(section: Section, key: str, why: str) -> None:
 
 def build_convolutional(section: Section, ctx: BuildContext) -> Built:
     (c, h, w), (py, px) = ctx.previous(section.index)
-    filters, size = _positive(section, "filters", 1), _positive(section, "size", 1)
+    filters, size = _positive(section, "filters", 1, MAX_CHANNELS), _positive(section, "size", 1)
     stride = _positive(section, "stride", 1)
     stride_x, stride_y = section.get_int("stride_x", -1), section.get_int("stride_y", -1)
     sx, sy = (stride_x if stride_x >= 1 else stride), (stride_y if stride_y >= 1 else stride)
@@ -74,6 +76,8 @@ def build_convolutional(section: Section, ctx: BuildContext) -> Built:
         section.get_float(key)  # training/GPU tricks with no effect on the forward pass
     if c % groups or filters % groups:
         raise section.error(f"groups={groups} must divide the input channels ({c}) and filters ({filters})", "groups")
+    section.check_weights(filters * (c // groups) * size * size, f"filters={filters} x {c // groups} input channels "
+                          f"x size={size}x{size}", "size" if size * size > filters else "filters")
     if dilation > 1 and 2 * padding != size - 1:
         raise section.error(f"dilation={dilation} with size={size} and padding {padding}: Darknet's shape rule "
                             "and its dilated convolution disagree unless pad=1 and size is odd", "dilation")

@@ -1,7 +1,8 @@
 """Fine-tuning transfer of the convs that feed the `[yolo]` heads, row by row, when the class count or the class
 names change. A feeder's output channels are laid out per anchor as [x, y, w, h, obj, class 0..K-1] (reference
 §3.4), and only the class rows depend on the classes: box and objectness rows are copied anchor by anchor, class
-rows where the class names match (case-insensitive, `_` and space alike). The other class rows keep the model's
+rows where the class names are one class (detect.ops.class_names: case-insensitive, `_` and space alike, Darknet's
+and COCO's spellings of six classes one). The other class rows keep the model's
 own initialisation plus the from-scratch class prior, as a start without weights would have them.
 """
 
@@ -9,9 +10,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
+
+from detect.ops.class_names import COCO_NAMES, match_names, read_coco_names
 
 from .cfg import parse_cfg
 from .layers import ConvBlock
@@ -20,7 +22,6 @@ from .surgery import class_prior_logit, prior_biases
 
 log = logging.getLogger(__name__)
 
-COCO_NAMES = Path(__file__).resolve().parents[2] / "cfg" / "coco.names"
 _BOX_OBJ = 5  # x, y, w, h, objectness
 
 
@@ -50,16 +51,13 @@ def assumed_coco_names(layouts: list[HeadLayout], path) -> list[str] | None:
     """A .weights file holds no class names: heads of 80 classes are taken to be COCO's (the official files)."""
     if not layouts or any(layout.num_classes != 80 for layout in layouts):
         return None
-    if not COCO_NAMES.is_file():
+    names = read_coco_names()
+    if names is None:
         log.warning("%s: 80-class heads but %s is missing; class rows are not matched by name", path, COCO_NAMES)
         return None
     log.info("%s holds no class names; its heads have 80 classes, so the COCO names of %s are assumed",
              path, COCO_NAMES.name)
-    return [line.strip() for line in COCO_NAMES.read_text().splitlines() if line.strip()]
-
-
-def _name_key(name: str) -> str:
-    return " ".join(str(name).replace("_", " ").lower().split())
+    return names
 
 
 def class_map(source_names, names, source_classes: int, classes: int) -> list[int | None]:
@@ -67,10 +65,7 @@ def class_map(source_names, names, source_classes: int, classes: int) -> list[in
     on both sides, equal class counts are taken to be the same classes in the same order."""
     if source_names is None or names is None:
         return list(range(classes)) if classes == source_classes else [None] * classes
-    index = {}
-    for i, name in enumerate(source_names):
-        index.setdefault(_name_key(name), i)
-    return [index.get(_name_key(name)) for name in names]
+    return match_names(source_names, names)
 
 
 @dataclass

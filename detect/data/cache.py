@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 # 5: YOLO label lines with a 6th value (a confidence) are boxes (counted as `confidence_column`), not errors
 # 6: COCO json: an image listed twice is read once (`duplicate_image`), a superclass category is no class
 # 7: YOLO label files of detect.predict --track --save-conf (class cx cy w h conf id) are boxes, not triangles
-CACHE_VERSION = 7
+# 8: images sharing one label file are skipped (`shared_label`); boxes up to 10% past the image edge clipped
+CACHE_VERSION = 8
 
 
 @dataclass

@@ -51,6 +51,16 @@ class ClassMap:
     category_map: dict[int, int]  # original category id -> new category id, for the chosen ones only
 
 
+def selection_advice(names: Sequence[str], wanted: int, spec_file: str) -> str:
+    """What to write when a dataset has more classes than wanted (a model's, a spec's `names`): `classes:` in the
+    spec chooses them, e.g. its first `wanted` names. Empty when there are not more."""
+    if wanted < 1 or len(names) <= wanted:
+        return ""
+    example = ", ".join(repr(n) if "," in n or ":" in n else n for n in names[:wanted])
+    return (f"to use {wanted} of its {len(names)} classes, list them as `classes:` in {spec_file} (e.g. "
+            f"`classes: [{example}]`; detect.data.class_selection)")
+
+
 def parse_classes(raw, source: str) -> tuple[str | int, ...] | None:
     """The spec's `classes:` value: a non-empty list of class names or indices (None when absent)."""
     if raw is None:

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from detect.data.class_selection import selection_advice
 from detect.data.records import BadInputReport, first_few
 
 log = logging.getLogger(__name__)
@@ -127,9 +128,12 @@ def class_categories(cats: list[dict], anns: list, ann_file: Path,
     supers = [c for c, s in zip(cats, is_super) if s]
     if names is not None and len(names) != len(classes):
         keep = f"; {_superclass_list(supers)} left out as superclasses (list {len(cats)} names to keep them)"
+        fix = selection_advice([str(c.get("name")) for c in classes], len(names), "the spec")
+        fix = (f". `names` must name all {len(classes)} classes in category id order, or be left out (the json "
+               f"names them); {fix}" if fix else "")
         raise ValueError(f"{ann_file}: has {len(classes)} classes (category ids "
                          f"{_shown(c['id'] for c in classes)}) but the spec lists {len(names)} names"
-                         f"{keep if supers else ''}")
+                         f"{keep if supers else ''}{fix}")
     if not classes:
         raise ValueError(f"{ann_file}: every category is the supercategory of another ({_superclass_list(supers)})"
                          f"; no class is left")

@@ -201,7 +201,7 @@ def describe(darknet: DarknetOptions, names: tuple[str, ...], paths: list[NamedP
 
     files = (f"train {shown(darknet.train)}, valid {shown(darknet.valid)}, names {darknet.names_file} "
              f"({len(names)} class{'es' if len(names) != 1 else ''})")
-    by_file = [p.value for p in paths if p.base == "file"]
+    by_file = [p.value for p in paths if p.base in ("file", "data")]
     relative = [p for p in paths if not Path(p.value).is_absolute()]
     if by_file:
         base = (f"relative paths read from {darknet.data_file.absolute().parent} (the obj.data's folder): "

@@ -34,16 +34,22 @@ def darknet_floats(image: np.ndarray) -> np.ndarray:
     return np.asarray(image, dtype=np.float32)
 
 
-def read_rgb(path: str | Path, decoder: str = "opencv") -> np.ndarray:
+def read_rgb(path: str | Path, decoder: str = "opencv", exif: str = "ignore") -> np.ndarray:
     """The image as Darknet's stb_image loader sees it: uint8 RGB HWC, EXIF orientation ignored (stb_image does
     not read it), grey replicated to three channels. `decoder="opencv"` decodes JPEGs with libjpeg-turbo, which
     differs from stb_image by a level or three on about 1% of the values; `"stb"` uses stb_image itself
-    (libstb0), for Darknet's own bytes."""
+    (libstb0), for Darknet's own bytes. `exif="apply"` (OpenCV only) turns the image upright as its EXIF
+    orientation says, as the project's loaders do: not Darknet's pixels, but those its labels were drawn on."""
+    if exif not in ("ignore", "apply"):
+        raise ValueError(f"exif={exif!r}: use 'ignore' (Darknet's) or 'apply'")
     if decoder == "stb":
+        if exif == "apply":
+            raise ValueError("exif='apply' needs decoder='opencv' (stb_image, like Darknet, ignores EXIF)")
         return _stb_read(path)
     if decoder != "opencv":
         raise ValueError(f"decoder={decoder!r}: use 'opencv' or 'stb'")
-    image = cv2.imread(str(path), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
+    flags = cv2.IMREAD_COLOR if exif == "apply" else cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION
+    image = cv2.imread(str(path), flags)
     if image is None:
         raise FileNotFoundError(f"{path}: not a readable image (missing, empty or an unsupported format)")
     return np.ascontiguousarray(image[..., ::-1])

@@ -3,10 +3,11 @@
 The list holds one image path per line (`get_paths`, src/data.c); blank lines are skipped and surrounding
 whitespace is dropped. Relative lines are read from the current directory (Darknet's rule), else from the list
 file's folder: one base for the whole list, the first that holds a listed image, said in one info line.
-Labels (detect.data.darknet_paths): AlexeyAB's `replace_image_to_label`, else pjreddie's images/ -> labels/,
-one rule per split, the first under which any label file exists. Darknet's `read_boxes` reads a missing label
-file as an image without objects ("Can't open label file", the path added to bad.list); so does this reader,
-counting each as `background` (information). A listed image that does not exist is reported as `missing` with
+Labels (the rule table of detect.data.label_location): AlexeyAB's `replace_image_to_label`, else pjreddie's
+images/ -> labels/, one rule per split, the first under which any label file exists; images that would share one
+label file are skipped (`shared_label`). Darknet's `read_boxes` reads a missing label file as an image without
+objects ("Can't open label file", the path added to bad.list); so does this reader, counting each as
+`background` (information). A listed image that does not exist is reported as `missing` with
 the list's line and skipped. Label lines are read and checked as YOLO txt everywhere (detect.data.yolo_labels):
 a line that is no box drops its image (`label_syntax`, the line named), a box out of range or outside the image
 is dropped and reported with its line.
@@ -21,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from detect.data.cache import Fingerprint, SplitLabels, cache_file_for, cached_labels
-from detect.data.darknet_paths import LABEL_RULES, RULE_WORDS, label_file, locate, not_found_message
+from detect.data.darknet_paths import locate, not_found_message
 from detect.data.images import probe_images
+from detect.data.label_location import DARKNET_RULES, RULE_WORDS, label_file, skip_shared
 from detect.data.records import BadInputReport, ImageRecord, image_ids_for
 from detect.data.spec import DataSpec
 from detect.data.yolo_labels import read_boxes
@@ -70,6 +72,9 @@ def read_image_list(list_file: Path, what: str) -> ImageList:
             how = (f"relative to the current directory {cwd} (Darknet's rule)" if base == cwd else
                    f"relative to the list's folder {folder} (they are not under the current directory {cwd}, "
                    f"where Darknet opens them)")
+            if found.base == "data":  # the list lies in what Darknet calls data/: `data/x` is its `x`
+                entries = [(_inside_data(v), n) for v, n in entries]
+                how += "; their leading data/ read as that folder (an export meant for Darknet's data/, e.g. CVAT's)"
             break
     else:
         if relative and not any(Path(value).exists() for value, _ in entries):
@@ -80,19 +85,25 @@ def read_image_list(list_file: Path, what: str) -> ImageList:
     return ImageList(list_file, tuple(v for v, _ in entries), tuple(n for _, n in entries), base)
 
 
+def _inside_data(value: str) -> str:
+    parts = Path(value).parts
+    return str(Path(*parts[1:])) if len(parts) > 1 and parts[0] == "data" else value
+
+
 def choose_label_rule(listing: ImageList, what: str) -> str:
     """The first rule under which any listed image has a label file (said in an info line); a ValueError naming
     where each rule looked when none has one."""
-    for rule in LABEL_RULES:
+    for rule in DARKNET_RULES:
         for listed in listing.listed:
             label = label_file(listed, listing.base, rule)
             if label.is_file():
-                log.info(f"{what}: labels by {RULE_WORDS[rule]}, e.g. {label}")
+                alone = "; AlexeyAB's rule finds no label file beside these images" if rule == "darknet" else ""
+                log.info(f"{what}: labels by {RULE_WORDS[rule]}{alone}, e.g. {label}")
                 return rule
     if not any(path.exists() for path in listing.paths()):
-        return LABEL_RULES[0]  # every image is missing: the label cache reports each
+        return DARKNET_RULES[0]  # every image is missing: the label cache reports each
     first = listing.listed[0]
-    places = " or ".join(str(label_file(first, listing.base, rule)) for rule in LABEL_RULES)
+    places = " or ".join(str(label_file(first, listing.base, rule)) for rule in DARKNET_RULES)
     raise ValueError(f"{what}: {len(listing.listed)} image(s) listed in {listing.file} but not one label file; for "
                      f"line {listing.lines[0]} ({first}) Darknet reads {places}. Write each image's labels there "
                      f"(class cx cy w h per line, normalised); Darknet would train every image as background")
@@ -137,9 +148,13 @@ def scan(listing: ImageList, labels: list[Path], names, coco: bool) -> SplitLabe
     for path, line, ok in zip(paths, listing.lines, present):
         if not ok:
             report.add("missing", path, f"listed in {listing.file} line {line}: file not found")
+    own_label = skip_shared(paths, labels, report, str(listing.file))
+    present = [ok and own for ok, own in zip(present, own_label)]
     probes = iter(probe_images([p for p, ok in zip(paths, present) if ok], report))
     records, dropped = [], []
-    for path, label, image_id, ok in zip(paths, labels, ids, present):
+    for path, label, image_id, ok, own in zip(paths, labels, ids, present, own_label):
+        if not own:
+            continue  # reported as shared_label
         probe = next(probes) if ok else None
         if probe is None:
             dropped.append(image_id)

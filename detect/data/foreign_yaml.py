@@ -21,9 +21,14 @@ VOC_ONLY_KEYS = ("val_fraction", "images", "annotations")  # keys no other forma
 
 
 def _is_voc_entry(root: Path, entry) -> bool:
-    """Whether `entry` is a VOCdevkit split (`VOC2007/trainval`: VOC2007/ImageSets/Main/trainval.txt exists)."""
+    """Whether `entry` is a VOCdevkit split (`VOC2007/trainval`: VOC2007/ImageSets/Main/trainval.txt exists) or a
+    folder of images beside their .xml."""
     if isinstance(entry, list):
         entry = entry[0] if entry else ""
+    if isinstance(entry, str) and entry and (root / entry).is_dir():  # Roboflow's VOC export: x.jpg beside x.xml
+        files = [p for p in (root / entry).iterdir() if p.is_file()]
+        return any(p.suffix == ".xml" for p in files) and not any(p.suffix == ".txt" and p.name != "classes.txt"
+                                                                   for p in files)  # YOLO labels beside: yolo
     if not isinstance(entry, str) or "/" not in entry.strip("/"):
         return False
     year, _, split = entry.strip("/").rpartition("/")

@@ -1,15 +1,8 @@
-"""Where the YOLO label file of an image lies, in the layouts other tools write.
+"""Which rule of the label table (detect.data.label_location) a YOLO split's labels follow.
 
-Three rules, tried in this order; the first under which any label file exists is used for the whole split:
-- `darknet` (pjreddie's `fill_truth_detection`): the first `images` folder of the image's path becomes `labels`,
-  then the first `JPEGImages` folder too (VOC as `voc_label.py` lays it out). Darknet replaces the first matching
-  substring; whole folder names are matched here, so that a folder such as `myimages/` is left alone.
-- `ultralytics` (`img2label_paths`): the last `images` folder becomes `labels`.
-- `beside`: the image's own folder (labelImg; AlexeyAB's Darknet outside COCO's `images/train2017` and
-  VOC's `JPEGImages`).
-Each rule changes the extension to `.txt`. Where the path has no folder a rule renames, the label is beside the
-image, as in both tools. A split with images and no label file under any rule is refused, unless the spec allows
-it (`background_only`), since training on it would learn that nothing is ever there.
+The rules `darknet`, `ultralytics` and `beside` are tried in this order; the first under which any label file
+exists is used for the whole split. A split with images and no label file under any rule is refused, unless the
+spec allows it (`background_only`), since training on it would learn that nothing is ever there.
 """
 
 from __future__ import annotations
@@ -18,44 +11,23 @@ import logging
 from pathlib import Path
 
 from detect.data.images import BadImage, probe_image
+from detect.data.label_location import RULE_WORDS, YOLO_RULES, rule_path
+from detect.data.label_location import label_path as location_label_path
 from detect.data.records import first_few
 
 log = logging.getLogger(__name__)
 
-RULES = ("darknet", "ultralytics", "beside")
+RULES = YOLO_RULES
 NO_LABELS = "none"  # a split the spec allows to be all background: no label file is read
-DESCRIPTIONS = {
-    "darknet": "images/ -> labels/ (Darknet layout: the first images/ or JPEGImages/ folder)",
-    "ultralytics": "images/ -> labels/ (ultralytics layout: the last images/ folder)",
-    "beside": "beside the images (labelImg/Darknet layout)",
-    NO_LABELS: "none: every image is background (`background_only` in the spec)",
-}
-
-
-def rule_path(image: Path, rule: str) -> Path | None:
-    """The label file of `image` under `rule`; None where the rule renames no folder of the path."""
-    parts = list(image.parts)
-    folders = parts[:-1]
-    if rule == "darknet":
-        renamed = [folders.index(name) for name in ("images", "JPEGImages") if name in folders]
-    elif rule == "ultralytics":
-        renamed = [max(i for i, name in enumerate(folders) if name == "images")] if "images" in folders else []
-    elif rule == "beside":
-        return image.with_suffix(".txt")
-    else:
-        raise ValueError(f"unknown label layout {rule!r}; one of {', '.join(RULES)}")
-    if not renamed:
-        return None
-    for i in renamed:
-        parts[i] = "labels"
-    return Path(*parts).with_suffix(".txt")
+DESCRIPTIONS = {**{rule: RULE_WORDS[rule] for rule in RULES},
+                NO_LABELS: "none: every image is background (`background_only` in the spec)"}
 
 
 def label_path(image: Path, layout: str) -> Path | None:
     """The label file of `image` in a split whose layout is `layout`; None when the split reads no labels."""
     if layout == NO_LABELS:
         return None
-    return rule_path(image, layout) or image.with_suffix(".txt")
+    return location_label_path(image, layout)
 
 
 def find_layout(files: list[Path]) -> tuple[str, Path, Path] | None:

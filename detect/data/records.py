@@ -18,17 +18,20 @@ from detect.runtime.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 
-# A box may stick out of the image by this fraction of the image side (or 1 px, whichever is larger)
-# and is clipped; further out it is dropped as `outside_image`. Real COCO boxes overshoot by fractions of a pixel.
-OUTSIDE_TOLERANCE = 0.01
+# One rule for every format (YOLO's normalised values past 1, COCO and VOC pixels past the edge): a box that sticks
+# out of the image by at most this fraction of the image's side (or 1 px, whichever is larger) is clipped to the
+# image; further out it is dropped as `outside_image`. Annotation tools let a box be dragged a little past the
+# edge (an object cut by the frame); one far out is a wrong coordinate, not a cut object.
+OUTSIDE_TOLERANCE = 0.10
 # Boxes narrower or lower than this (pixels, after clipping) have no area to learn from.
 MIN_BOX_SIDE = 1e-3
 
 # Kinds of bad input. `skipped` kinds remove an image or a box; `fixed` kinds are converted and kept; `info`
 # kinds are worth knowing but need no fix (a build with only those is logged as info, not as a warning).
 # `duplicate_image`: a COCO json's second entry of one image (merged exports), kept once (detect.data.coco_exports)
+# `shared_label`: two images of one stem that would read one label file (detect.data.label_location)
 IMAGE_SKIP_KINDS = ("missing", "empty_file", "corrupt", "unsupported_format", "label_syntax", "no_image",
-                    "duplicate_image")
+                    "duplicate_image", "shared_label")
 # `unknown_image`: a COCO annotation whose image_id is none of the json's images (reported against the json)
 BOX_SKIP_KINDS = ("class_out_of_range", "unknown_class", "unknown_image", "non_finite", "outside_image", "zero_area",
                   "duplicate")
@@ -152,12 +155,14 @@ def validate_boxes_kept(boxes: np.ndarray, classes: np.ndarray, width: int, heig
     tol = np.maximum(OUTSIDE_TOLERANCE * size, 1.0)
     safe = np.where(np.isfinite(boxes), boxes, 0.0)
     outside = ((safe < -tol) | (safe > size + tol)).any(1)
-    drop(outside, "outside_image", f"coordinates beyond the {width}x{height} image")
+    drop(outside, "outside_image", f"coordinates more than {OUTSIDE_TOLERANCE:.0%} of the image's side beyond the "
+                                   f"{width}x{height} image (up to {OUTSIDE_TOLERANCE:.0%} is clipped)")
 
     clipped = np.clip(safe, 0.0, size)
     was_clipped = keep & (np.abs(clipped - safe) > 1e-6).any(1)
     if was_clipped.any():
-        report.add("clipped", path, f"{int(was_clipped.sum())} box(es) clipped to the image{at(was_clipped)}",
+        report.add("clipped", path, f"{int(was_clipped.sum())} box(es) past the edge by up to "
+                   f"{OUTSIDE_TOLERANCE:.0%} of the image, clipped to it{at(was_clipped)}",
                    count=int(was_clipped.sum()))
     sides = clipped[:, 2:] - clipped[:, :2]
     drop((sides < MIN_BOX_SIDE).any(1), "zero_area", "width or height <= 0")

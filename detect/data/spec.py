@@ -4,7 +4,8 @@ Keys: `path` (root; relative split paths resolve under it), `format` (coco | yol
 and `val` (an image folder or a .txt list of image paths), `train_annotations` / `val_annotations` (COCO json,
 format coco), `names` (required for yolo; optional for coco, where the json has them). Every format takes an
 optional `test` split the same way (`test_annotations` for coco; `test_images` for synthetic), evaluated by
-`detect.val --split test`.
+`detect.val --split test`. A spec may give `val` alone: detect.val evaluates it, and training says that `train`
+is missing.
 `classes` (a list of class names or indices) trains and evaluates on those classes only
 (detect.data.class_selection). A relative `path` resolves against the spec file's folder, else the current
 directory, else the repository root (so `../shared/...` works from each).
@@ -13,7 +14,8 @@ and files; without `path` the spec file's folder is the root; `train: ../train/i
 the root is read as `train/images`; `nc`, where given, must equal the number of `names`.
 `background_only: true` (or a list of splits) lets a yolo split have no label file at all; without it such a
 split is refused (detect.data.label_layouts), since it would train as all background.
-A Darknet obj.data (`key = value` lines) is read by detect.data.darknet_data as format `darknet`.
+A Darknet obj.data (`key = value` lines) is read by detect.data.darknet_data as format `darknet`; a folder, as the
+export it holds (detect.data.export_folders).
 Format `synthetic` takes `seed`, `train_images`, `val_images`, `test_images` (default 0: no test split) and an
 optional `path` (the generation folder).
 
@@ -30,6 +32,7 @@ class names of the xml files of all splits are used, sorted.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -45,32 +48,24 @@ from detect.data.foreign_yaml import (
     infer_format,
     split_path,
 )
+from detect.data.spec_voc import VOC_KEYS, VocOptions, voc_options
 
 if TYPE_CHECKING:
     from detect.data.darknet_data import DarknetOptions
 
+log = logging.getLogger(__name__)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ("coco", "yolo", "voc", "synthetic")
+# and `train` or `val` for coco and yolo: a spec with only a val split is evaluated by detect.val; training on it
+# stops at DataSpec.images("train"), which says that `train` is missing
 REQUIRED_KEYS = {
-    "coco": ("path", "train", "val", "train_annotations", "val_annotations"),  # test, test_annotations optional
-    "yolo": ("path", "train", "val", "names"),
+    "coco": ("path",),  # each split given takes its image folder and its json together
+    "yolo": ("path", "names"),
     "voc": ("path",),
     "synthetic": (),
 }
 SPLITS = ("train", "val", "test")
-VOC_KEYS = ("train", "val", "test", "val_fraction", "images", "annotations")
-
-
-@dataclass(frozen=True)
-class VocOptions:
-    """Format voc: each split's entries as written in the spec, and the flat layout's folders."""
-
-    train: tuple[str, ...] = ()  # empty with val_fraction: every image of the flat layout
-    val: tuple[str, ...] = ()
-    test: tuple[str, ...] = ()
-    val_fraction: float | None = None  # share of the train entries drawn as val
-    images: Path | None = None  # flat layout: the `images:` key resolved; None = <path>/images
-    annotations: Path | None = None  # flat layout: the `annotations:` key; None = the first default that exists
 
 
 @dataclass(frozen=True)
@@ -116,6 +111,10 @@ class DataSpec:
             return self.darknet.split_file(split)
         key = split + suffix
         value = getattr(self, key)
+        if value is None and split == "train" and not suffix:
+            raise ValueError(f"{self.source_file}: no `train` split (format {self.format}): training needs the "
+                             f"images to train on; add `train:` to {self.source_file} (detect.val evaluates a "
+                             f"spec with only `val:` as it is)")
         if value is None:
             hint = " (an optional split: add it to the spec to evaluate it)" if split == "test" else ""
             raise ValueError(f"{self.source_file}: key {key!r} is missing (format {self.format}){hint}")
@@ -186,33 +185,6 @@ def _background_splits(raw, source: str) -> tuple[str, ...]:
     return tuple(entries)
 
 
-def _voc_entries(raw, key: str, source: str) -> tuple[str, ...]:
-    if raw in (None, ""):
-        return ()
-    entries = [raw] if isinstance(raw, str) else raw
-    if not isinstance(entries, list) or not all(isinstance(e, str) and e.strip() for e in entries):
-        raise ValueError(f"{source}: `{key}` must be an entry such as VOC2007/trainval or train.txt, or a list "
-                         f"of them; got {raw!r}")
-    return tuple(e.strip() for e in entries)
-
-
-def _voc_options(raw: Mapping, root: Path, source: str) -> VocOptions:
-    train, val = _voc_entries(raw.get("train"), "train", source), _voc_entries(raw.get("val"), "val", source)
-    test = _voc_entries(raw.get("test"), "test", source)
-    fraction = raw.get("val_fraction")
-    if fraction is not None:
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
-            raise ValueError(f"{source}: `val_fraction` must be a number between 0 and 1 (e.g. 0.2), "
-                             f"got {fraction!r}")
-        if val:
-            raise ValueError(f"{source}: give either `val` or `val_fraction`, not both")
-    elif not train or not val:
-        raise ValueError(f"{source}: format voc needs `train` and `val` (entries such as VOC2007/trainval or "
-                         f"train.txt), or `val_fraction` to draw val from train")
-    folders = {k: root / str(raw[k]) if raw.get(k) else None for k in ("images", "annotations")}
-    return VocOptions(train, val, test, None if fraction is None else float(fraction), **folders)
-
-
 SPLIT_KEYS = ("train", "val", "test", "train_annotations", "val_annotations", "test_annotations")
 COMMON_KEYS = {"path", "format", "names", "classes", "nc", "background_only"}
 
@@ -239,19 +211,25 @@ def spec_from_dict(raw: Mapping, source: str = "<dict>", base: Path | None = Non
     elif root is None:
         root = _dataset_root(raw, source, base)
     if fmt == "voc":
-        voc = _voc_options(raw, root, source)
+        voc = voc_options(raw, root, source)
         options = {k: v for k, v in raw.items() if k not in COMMON_KEYS | set(VOC_KEYS)}
-        return DataSpec(root, fmt, train=root, val=root, test=root if voc.test else None, options=options, voc=voc,
-                        **common)
+        drawn = voc.val_fraction is not None  # val drawn from train, or both from the flat folders
+        return DataSpec(root, fmt, train=root if voc.train or drawn else None, val=root if voc.val or drawn else None,
+                        test=root if voc.test else None, options=options, voc=voc, **common)
     return DataSpec(root, fmt, options={k: v for k, v in raw.items() if k not in COMMON_KEYS | set(SPLIT_KEYS)},
                     **_split_paths(raw, fmt, root, source), **common)
 
 
 def _split_paths(raw: Mapping, fmt: str, root: Path | None, source: str) -> dict[str, Path | None]:
     """The split keys of a coco, yolo or synthetic spec as paths under the root."""
-    if fmt == "coco" and bool(raw.get("test")) != bool(raw.get("test_annotations")):
-        raise ValueError(f"{source}: format coco takes `test` and `test_annotations` together (the image folder and "
-                         f"its json), got only {'test' if raw.get('test') else 'test_annotations'}")
+    if fmt in ("coco", "yolo") and not raw.get("train") and not raw.get("val"):
+        raise ValueError(f"{source}: missing key(s) train, val for format {fmt}: give `val` (what detect.val "
+                         f"evaluates), and `train` to train")
+    for split in SPLITS if fmt == "coco" else ():
+        if bool(raw.get(split)) != bool(raw.get(f"{split}_annotations")):
+            given, missing = (split, f"{split}_annotations") if raw.get(split) else (f"{split}_annotations", split)
+            raise ValueError(f"{source}: format coco takes `{split}` and `{split}_annotations` together (the image "
+                             f"folder and its json), got only `{given}`; add `{missing}`")
     for key in SPLIT_KEYS:
         check_split_value(raw, key, source)
     return {k: (split_path(root, str(raw[k]), k, source) if root is not None else Path(str(raw[k])))
@@ -261,6 +239,15 @@ def _split_paths(raw: Mapping, fmt: str, root: Path | None, source: str) -> dict
 def load_data_spec(path: str | Path, overrides: Mapping | None = None) -> DataSpec:
     """Read a spec file; `overrides` (e.g. {"path": "/data/coco"}) replace keys before validation."""
     path = Path(path)
+    if path.is_dir():  # an annotation tool's export as it was unzipped (detect.data.export_folders)
+        from detect.data.export_folders import read_export_folder
+
+        found = read_export_folder(path)
+        if isinstance(found, Path):
+            return load_data_spec(found, overrides)
+        raw, what = found
+        log.info(f"--data {path}: read as {what}")
+        return spec_from_dict({**raw, **dict(overrides or {})}, str(path), base=path.absolute())
     if not path.is_file():
         raise FileNotFoundError(f"data spec {path} not found (see data/README.md for the available specs)")
     from detect.data.darknet_data import darknet_spec_fields, is_darknet_data
@@ -292,7 +279,7 @@ def read_class_names(path: str | Path) -> list[str]:
     if spec.format == "coco":  # the classes training makes of the json (a Roboflow superclass is none)
         from detect.data.coco_exports import class_categories
 
-        ann_file = spec.annotations("val")
+        ann_file = spec.annotations("val" if spec.has_split("val") else "train")
         data = json.loads(ann_file.read_text())
         classes, _ = class_categories(data["categories"], data.get("annotations", []), ann_file, None)
         return [c["name"] for c in classes]

@@ -2,14 +2,16 @@
 `bndbox` xmin ymin xmax ymax, `difficult`, `truncated`).
 
 Where the files are (detect.data.spec, format voc): VOCdevkit year folders (`ImageSets/Main/<split>.txt` lists
-the stems, `Annotations/<stem>.xml`, `JPEGImages/<stem>.jpg`), or flat folders with list files of names or
-stems, or with `val_fraction` (a stem is val when a hash of it falls below the fraction: the same images every
-time, whatever the file-system order, and adding images never moves the others).
+the stems, `Annotations/<stem>.xml`, `JPEGImages/<stem>.jpg`), a folder of images beside their xml (Roboflow's
+export: `train/`, `valid/`), or flat folders with list files of names or stems, or with `val_fraction` (a stem
+is val when a hash of it falls below the fraction: the same images every time, whatever the file-system order,
+and adding images never moves the others).
 
 VOC coordinates are 1-based inclusive pixel indices: xmin=1, xmax=10 covers the first ten columns, which is
 x1=0, x2=10 in the records' corner coordinates. `difficult` objects are trained on and flagged in the records
 so that evaluation ignores them; `truncated` is information only and is not kept. An image without an xml is a
-background image; an xml without an image is reported and skipped.
+background image; an xml without an image is reported and skipped; two images of one stem (`x.jpg`, `x.png`),
+which would both read `x.xml`, are both skipped (`shared_label`, detect.data.label_location).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 
 from detect.data.cache import Fingerprint, SplitLabels
 from detect.data.images import is_image_file, probe_images
+from detect.data.label_location import shared_labels, skip_shared
 from detect.data.records import (
     BadInputReport,
     ImageRecord,
@@ -47,6 +50,7 @@ class VocItem:
     xml: Path | None  # None: no annotation file (a background image)
     listed_in: Path | None  # the list file naming it; None when found by listing the flat folders
     images_dir: Path  # where the image was looked for (for the report)
+    shared: tuple[Path, ...] = ()  # two or more images of this stem, which would all read one xml: skipped
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,12 @@ def _flat_folders(spec: DataSpec) -> tuple[Path, Path]:
 def _items(stems: list[str], images_dir: Path, xml_dir: Path, listed_in: Path | None) -> list[VocItem]:
     images = _files_by_stem(images_dir, lambda n: is_image_file(Path(n)))
     xmls = _files_by_stem(xml_dir, lambda n: n.endswith(".xml"))
-    return [VocItem(s, images.get(s), xmls.get(s), listed_in, images_dir) for s in dict.fromkeys(stems)]
+    every = sorted(images_dir / e.name for e in os.scandir(images_dir) if e.is_file() and is_image_file(
+        Path(e.name))) if images_dir.is_dir() else []
+    shared = shared_labels(every, [xml_dir / f"{p.stem}.xml" for p in every])  # x.jpg and x.png: one x.xml
+    by_stem = {label.stem: tuple(group) for label, group in shared.items()}
+    return [VocItem(s, images.get(s), xmls.get(s), listed_in, images_dir, by_stem.get(s, ()))
+            for s in dict.fromkeys(stems)]
 
 
 def _listed_stem(line: str) -> str:
@@ -128,12 +137,18 @@ def _entry_items(spec: DataSpec, split: str, entry: str) -> list[VocItem]:
     if set_file.is_file():
         stems = [ln.split()[0] for ln in set_file.read_text().splitlines() if ln.strip()]
         return _items(stems, year / "JPEGImages", year / "Annotations", set_file)
+    folder = spec.path / entry
+    if folder.is_dir():  # Roboflow's VOC export: each image beside its xml
+        stems = sorted({Path(e.name).stem for e in os.scandir(folder) if e.is_file() and (
+            is_image_file(Path(e.name)) or e.name.endswith(".xml"))})
+        return _items(stems, folder, folder, None)
     list_file = spec.path / entry
     if list_file.is_file():
         stems = [_listed_stem(ln.strip()) for ln in list_file.read_text().splitlines() if ln.strip()]
         return _items(stems, *_flat_folders(spec), list_file)
     raise FileNotFoundError(f"{spec.source_file}: {split} entry {entry!r} is neither a VOCdevkit split ({set_file} "
-                            f"does not exist) nor a list file of image names ({list_file} does not exist)")
+                            f"does not exist), a list file of image names nor a folder of images beside their xml "
+                            f"({list_file} does not exist)")
 
 
 def is_val_stem(stem: str, fraction: float) -> bool:
@@ -165,7 +180,7 @@ def all_xml_files(spec: DataSpec) -> list[Path]:
 def fingerprint(items: list[VocItem], names, xml_files: list[Path]) -> str:
     fp = Fingerprint("voc", names or "names from the xml files")
     for it in items:
-        fp.add(it.stem).add(it.listed_in)
+        fp.add(it.stem).add(it.listed_in).add(",".join(map(str, it.shared)))
         for f in (it.image, it.xml):
             if f is None:
                 fp.add("none")
@@ -244,9 +259,13 @@ def scan(items: list[VocItem], names, xml_files: list[Path]) -> SplitLabels:
     class_index = {n: i for i, n in enumerate(names)}
     report = BadInputReport()
     ids = image_ids_for([it.stem for it in items])
-    probes = iter(probe_images([it.image for it in items if it.image is not None], report))
+    shared = [(image, it.xml or it.images_dir / f"{it.stem}.xml") for it in items for image in it.shared]
+    skip_shared([image for image, _ in shared], [xml for _, xml in shared], report)
+    probes = iter(probe_images([it.image for it in items if it.image is not None and not it.shared], report))
     records, dropped = [], []
     for item, image_id in zip(items, ids):
+        if item.shared:
+            continue  # reported as shared_label
         if item.image is None:
             if item.listed_in is None:  # an xml found by listing the folder: not an image of the dataset
                 report.add("no_image", item.xml, f"no image {item.stem}.* in {item.images_dir}; xml skipped")

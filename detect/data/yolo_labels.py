@@ -1,5 +1,7 @@
 """The YOLO txt layout: one `class cx cy w h` line per box in a .txt file per image, found where Darknet,
-ultralytics or labelImg put it (detect.data.label_layouts: one rule per split).
+ultralytics or labelImg put it (detect.data.label_location's rule table; detect.data.label_layouts chooses one
+rule per split). Two images that would read one label file (`x.jpg` and `x.png` beside `x.txt`) are both skipped
+and reported (`shared_label`).
 
 Coordinates are normalised to the image (0..1). A line of an odd number of 7 or more values is a polygon
 (`class x1 y1 x2 y2 ...`) and becomes its bounding box; what detect.predict writes after `class cx cy w h` (a
@@ -18,6 +20,7 @@ import numpy as np
 from detect.data.cache import Fingerprint, SplitLabels
 from detect.data.images import probe_images
 from detect.data.label_layouts import label_path
+from detect.data.label_location import skip_shared
 from detect.data.records import (
     BadInputReport,
     ImageRecord,
@@ -95,9 +98,13 @@ def scan(files: list[Path], names, layout: str) -> SplitLabels:
     if not names:
         raise ValueError("a yolo dataset needs `names` in its spec (one name per class id)")
     report = BadInputReport()
-    probes = probe_images(files, report)
+    own_label = skip_shared(files, [label_path(f, layout) for f in files], report)
+    probes = iter(probe_images([f for f, own in zip(files, own_label) if own], report))
     records, dropped = [], []
-    for path, probe, image_id in zip(files, probes, image_ids_for([p.stem for p in files])):
+    for path, own, image_id in zip(files, own_label, image_ids_for([p.stem for p in files])):
+        if not own:
+            continue  # reported as shared_label
+        probe = next(probes)
         if probe is None:
             dropped.append(image_id)
             continue

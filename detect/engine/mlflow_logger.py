@@ -4,8 +4,10 @@ the epoch, the plots and best.pt as artifacts, tags (cfg, data, world size, git 
 run's status. `--resume` continues the same MLflow run: its id is kept in the run folder (RUN_FILE).
 
 Optional: `pip install -e ".[mlflow]"` (mlflow-skinny, the tracking client, with SQLAlchemy and alembic for a
-`sqlite:///` store); `mlflow ui` needs the full `mlflow` package. The store is MLFLOW_TRACKING_URI's, else
-MLflow's default (sqlite:///mlflow.db in the working folder).
+`sqlite:///` store); `mlflow ui` needs the full `mlflow` package. The store is MLFLOW_TRACKING_URI's, else for a
+resumed run the one its RUN_FILE records, else MLflow's default (sqlite:///mlflow.db in the working folder). A
+server that does not answer within PROBE_TIMEOUT_S is one warning and the run goes on without MLflow (MLflow's own
+client retries for minutes).
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ import importlib.util
 import json
 import logging
 import math
+import os
 import re
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from detect.engine.run_loggers import RunInfo, RunLogger
@@ -30,6 +35,7 @@ RUN_FILE = "mlflow.json"  # in the run folder: the store and the run id a resume
 EPOCH_METRICS = {**SCALAR_TAGS, "fitness": "val/fitness", "time": "speed/epoch_s"}
 MAX_PARAM_LENGTH = 500  # the longest param value every MLflow version accepts; longer ones are cut
 BATCH = 100  # params per log_batch call (MLflow's limit)
+PROBE_TIMEOUT_S = 5.0  # the first contact with a tracking server: MLflow's client would retry for minutes
 
 
 def mlflow_available() -> bool:
@@ -85,6 +91,52 @@ def class_metric_keys(names) -> dict[str, str]:
     return out
 
 
+def absolute_uri(uri: str) -> str:
+    """`uri` with a relative SQLite file or folder made absolute: the store a run records must be the same store
+    when it resumes from another working folder."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////") and ":memory:" not in uri:
+        return f"sqlite:///{Path(uri[len('sqlite:///'):]).resolve()}"
+    if "://" not in uri and not uri.startswith(("databricks", "uc:")):  # a plain folder: a file store
+        return Path(uri).resolve().as_uri()
+    return uri
+
+
+def recorded_run(run_dir: Path) -> dict:
+    """The run folder's RUN_FILE ({"tracking_uri", "run_id"}), or {} when there is none; unreadable: ValueError."""
+    path = run_dir / RUN_FILE
+    if not path.is_file():
+        return {}
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path} is not readable ({type(e).__name__}: {e})") from e
+    if not isinstance(saved, dict) or not isinstance(saved.get("run_id"), str):
+        raise ValueError(f"{path} names no MLflow run (expected {{\"tracking_uri\": ..., \"run_id\": ...}})")
+    return saved
+
+
+def continues_mlflow_run(opts, run_dir: Path) -> bool:
+    """A resumed run whose folder has a RUN_FILE goes on logging to MLflow, even without --mlflow or
+    MLFLOW_TRACKING_URI in this shell (the run began with MLflow on)."""
+    return opts.resume is not None and (run_dir / RUN_FILE).is_file()
+
+
+def check_reachable(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Raise ConnectionError naming `uri` when an http(s) tracking server gives no answer within `timeout_s`;
+    any HTTP answer (even an error status: a proxy, a login) counts as reachable. Other stores: nothing to do."""
+    if not uri.startswith(("http:", "https:")):
+        return
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s):
+            pass
+    except urllib.error.HTTPError:
+        return
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise ConnectionError(f"the MLflow tracking server {uri} did not answer within {timeout_s:.0f} s "
+                              f"({reason}); check MLFLOW_TRACKING_URI or start the server") from None
+
+
 class MlflowLogger(RunLogger):
     """One MLflow run of a training run. `experiment`: the experiment a new run goes into (made if missing);
     `tracking_uri`: None for MLFLOW_TRACKING_URI or MLflow's default; `source_dir`: the checkout whose commit is
@@ -100,10 +152,12 @@ class MlflowLogger(RunLogger):
         import mlflow
         from mlflow.tracking import MlflowClient
 
-        uri = self.tracking_uri or mlflow.get_tracking_uri()
+        saved = self._recorded(info.run_dir) if info.resumed else {}
+        uri = self._store(saved) or mlflow.get_tracking_uri()
+        check_reachable(uri)  # before MLflow's client, which retries an absent server for minutes
         self.client = MlflowClient(uri)
         params = flatten({"opts": info.options, "hyp": info.hyp})
-        self.run_id = self._continued_run(info.run_dir, uri) if info.resumed else None
+        self.run_id = self._continued_run(info.run_dir, saved, uri) if info.resumed else None
         if self.run_id is None:
             self.run_id = self._new_run(info, uri)
             self._log_params(params)
@@ -125,7 +179,8 @@ class MlflowLogger(RunLogger):
         if commit := git_commit(self.source_dir):
             tags["mlflow.source.git.commit"] = commit
         run = self.client.create_run(self._experiment_id(), tags=tags, run_name=info.run_dir.name)
-        atomic_write_text(info.run_dir / RUN_FILE, json.dumps({"tracking_uri": uri, "run_id": run.info.run_id}))
+        atomic_write_text(info.run_dir / RUN_FILE, json.dumps({"tracking_uri": absolute_uri(uri),
+                                                               "run_id": run.info.run_id}))
         return run.info.run_id
 
     def _experiment_id(self) -> str:
@@ -142,25 +197,37 @@ class MlflowLogger(RunLogger):
                 raise
             return found.experiment_id
 
-    def _continued_run(self, run_dir: Path, uri: str) -> str | None:
-        """The MLflow run this run folder's RUN_FILE names in this store, or None (a new MLflow run, said why)."""
+    def _recorded(self, run_dir: Path) -> dict:
+        try:
+            return recorded_run(run_dir)
+        except ValueError as e:
+            log.warning("MLflow: %s; the resumed run is logged as a new MLflow run", e)
+            return {}
+
+    def _store(self, saved: dict) -> str | None:
+        """The tracking URI: the one given (MLFLOW_TRACKING_URI, or the logger's) over the one the resumed run
+        recorded, said in one line when they differ; None: MLflow's default."""
+        given = self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None
+        recorded = saved.get("tracking_uri")
+        if given and recorded and absolute_uri(given) != absolute_uri(recorded):
+            log.warning("MLflow: MLFLOW_TRACKING_URI %s is used, not the store %s that this run's %s records (its "
+                        "run %s continues only if it is in %s; unset the variable to go on in the recorded store)",
+                        given, recorded, RUN_FILE, saved["run_id"], given)
+        return given or recorded
+
+    def _continued_run(self, run_dir: Path, saved: dict, uri: str) -> str | None:
+        """The MLflow run this run folder's RUN_FILE names, if it is in this store; else None (a new MLflow run,
+        said why)."""
         from mlflow.exceptions import MlflowException
 
-        path = run_dir / RUN_FILE
-        try:
-            saved = json.loads(path.read_text()) if path.is_file() else {}
-        except (OSError, ValueError) as e:
-            log.warning("MLflow: %s is not readable (%s: %s); the resumed run is logged as a new MLflow run", path,
-                        type(e).__name__, e)
-            return None
-        if not isinstance(saved, dict) or "run_id" not in saved or saved.get("tracking_uri") != uri:
-            log.info("MLflow: %s names no run in %s; the resumed run is logged as a new MLflow run", path, uri)
+        if not saved:
+            log.info("MLflow: %s names no run; the resumed run is logged as a new MLflow run", run_dir / RUN_FILE)
             return None
         try:
             self.client.get_run(saved["run_id"])
         except MlflowException as e:
             log.warning("MLflow: run %s (%s) is not in %s (%s); the resumed run is logged as a new MLflow run",
-                        saved["run_id"], path, uri, e)
+                        saved["run_id"], run_dir / RUN_FILE, uri, e)
             return None
         return saved["run_id"]
 

@@ -147,18 +147,20 @@ class TensorBoardLogger(RunLogger):
 
 
 def make_loggers(opts, run_dir: Path) -> RunLoggers:
-    """The run's loggers (rank 0's): results.csv always; TensorBoard with --tensorboard; MLflow with --mlflow or
-    MLFLOW_TRACKING_URI in the environment (which alone, without the package installed, is a warning)."""
-    from detect.engine.mlflow_logger import MlflowLogger, mlflow_available
+    """The run's loggers (rank 0's): results.csv always; TensorBoard with --tensorboard; MLflow with --mlflow,
+    MLFLOW_TRACKING_URI in the environment (which alone, without the package installed, is a warning), or a resumed
+    run that logged to MLflow (its mlflow.json)."""
+    from detect.engine.mlflow_logger import MlflowLogger, continues_mlflow_run, mlflow_available
     from detect.engine.options import ROOT
 
     loggers = [ResultsCsv(run_dir / "results.csv")]
     if opts.tensorboard:
         loggers.append(TensorBoardLogger(run_dir))
-    if opts.mlflow or os.environ.get("MLFLOW_TRACKING_URI"):
+    if opts.mlflow or os.environ.get("MLFLOW_TRACKING_URI") or continues_mlflow_run(opts, run_dir):
         if mlflow_available():
             loggers.append(MlflowLogger(opts.mlflow_experiment, source_dir=ROOT))
         else:  # --mlflow without the package is refused before the run (detect.engine.options)
-            log.warning("MLFLOW_TRACKING_URI is set but mlflow is not installed: this run is not logged to MLflow "
+            log.warning("MLFLOW_TRACKING_URI is set (or the resumed run logged to MLflow) but mlflow is not "
+                        "installed: this run is not logged to MLflow "
                         "(pip install -e \".[mlflow]\")")
     return RunLoggers(loggers)

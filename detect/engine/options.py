@@ -118,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default=d.name, help="run folder name under --project (exp, exp2, ... unless --exist-ok)")
     p.add_argument("--exist-ok", action="store_true", help="reuse an existing run folder instead of a new one")
     p.add_argument("--resume", nargs="?", const="auto", default=None,
-                   help="continue a run exactly: a last.pt path, or no value for the newest runs/train/*/last.pt")
+                   help="continue a run (exactly when the world size and batch are the run's): a last.pt path, or "
+                        "no value for the newest runs/train/*/last.pt")
     p.add_argument("--sync-bn", default=d.sync_bn, choices=("auto", "on", "off"),
                    help="SyncBatchNorm: auto = CUDA with more than one process")
     p.add_argument("--freeze", default=None,

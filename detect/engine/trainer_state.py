@@ -24,7 +24,7 @@ from detect.engine.checkpoint import (
 from detect.engine.config import Hyp
 from detect.engine.ema import ModelEMA
 from detect.engine.loss import YoloLoss
-from detect.engine.optim import LRSchedule
+from detect.engine.optim import LRSchedule, accumulation_steps
 from detect.engine.options import TrainOptions
 from detect.runtime import dist
 
@@ -172,6 +172,14 @@ def _resume_on_other_world(setup: TrainSetup, state: TrainState, saved_world: in
     st.step = st.epoch * math.ceil(len(s.train_loader) / s.accumulate)
     log.warning("checkpoint holds RNG states for %d processes, this run has %d: the processes' random "
                 "streams start afresh", saved_world, s.ctx.world_size)
+    # --resume promises an exact continuation (docs/training.md): say plainly when this one is not, and why
+    batch = s.opts.batch_size
+    then = (f"{saved_world} processes x batch {batch} x {accumulation_steps(s.opts.nbs or 64, batch, saved_world)} "
+            "accumulated" if saved_world else "an unknown number of processes")
+    log.warning("this resume is not exact: the run trained as %s and goes on as %d processes x batch %d x %d "
+                "accumulated, so each epoch's batches are dealt differently and the random streams differ; it will "
+                "not reproduce the uninterrupted run (resume with %s processes for that)", then, s.ctx.world_size,
+                batch, s.accumulate, saved_world or "the same number of")
 
 
 def sync_ema_buffers(setup: TrainSetup) -> None:

@@ -76,10 +76,12 @@ def darknet_input(image_rgb: np.ndarray, net_size: tuple[int, int], letter_box: 
 @torch.no_grad()
 def model_detections(model, image_paths: Sequence[str | Path], letter_box: bool | None = None,
                      thresh: float = MAP_THRESH, nms: float = MAP_NMS, batch: int = 8, decoder: str = "opencv",
-                     images: Sequence[np.ndarray] | None = None) -> list[DarknetDetections]:
+                     images: Sequence[np.ndarray] | None = None, exif: str = "ignore") -> list[DarknetDetections]:
     """Per image, Darknet's detections after do_nms_sort, from an eval-mode detect.darknet model (float32 batches
     on the model's own device, its rows read back on the CPU). `letter_box` defaults to the cfg's [net] letter_box
-    (Darknet's map reads it from there too); `decoder` is darknet_image.read_rgb's; `images` (uint8 RGB HWC, decoded elsewhere) replace reading `image_paths`."""
+    (Darknet's map reads it from there too); `decoder` and `exif` are darknet_image.read_rgb's ("ignore": Darknet's
+    sideways pixels of an EXIF-rotated photo); `images` (uint8 RGB HWC, decoded elsewhere) replace reading
+    `image_paths`."""
     if letter_box is None:
         letter_box = bool(model.net_options.get("letter_box", 0))
     net_h, net_w = model.input_size
@@ -89,7 +91,7 @@ def model_detections(model, image_paths: Sequence[str | Path], letter_box: bool 
     found = []
     for start in range(0, len(image_paths), batch):
         chunk = range(start, min(start + batch, len(image_paths)))
-        pictures = [images[i] if images is not None else read_rgb(image_paths[i], decoder) for i in chunk]
+        pictures = [images[i] if images is not None else read_rgb(image_paths[i], decoder, exif) for i in chunk]
         with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):  # float32 as Darknet's, not TF32 on GPUs
             rows = model(torch.stack([darknet_input(p, (net_w, net_h), letter_box) for p in pictures]).to(device))
         for picture, image_rows in zip(pictures, rows.float().cpu().numpy()):

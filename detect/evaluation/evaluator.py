@@ -4,8 +4,9 @@
 The evaluation loader forms its batches over the whole split and deals whole batches to ranks, so an image is
 computed in the same batch (same shape, same neighbours) whatever the world size: the metrics are identical
 for 1, 2 or 3 processes. Ranks report which images they evaluated; an image seen twice is an error. The model
-runs through the Predictor every front end uses (detect.inference.predictor), and its rows become detections by
-the same NMS (detect.inference.postprocess).
+runs through the Predictor every front end uses (detect.inference.predictor), whose postprocess (NMS, the
+letterbox undone) makes the detections: the Predictor alone owns NMS and its thresholds, the evaluator only
+scores what it is given.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from detect.evaluation.cocoeval_engines import (
 from detect.evaluation.per_image import truths_from_coco
 from detect.evaluation.sharded import sharded_cocoeval
 from detect.evaluation.voc_metrics import VocResult, check_metric, voc_evaluate
-from detect.inference.postprocess import image_detections
+from detect.inference.options import EVALUATION
 from detect.inference.predictor import InferenceSettings, Predictor
 from detect.runtime import dist
 
@@ -74,38 +75,30 @@ def _synchronize(device: torch.device) -> None:
 
 
 class CocoEvaluator:
-    """COCO metrics over one split, computed across ranks: `reset()`, `process(pred, metas)` per batch, then
-    `compute()` (collective: gathers every rank's detections, rank 0 runs COCOeval, every rank gets the result).
+    """COCO metrics over one split, computed across ranks: `reset()`, `process(detections, metas)` per batch,
+    then `compute()` (collective: gathers every rank's detections, rank 0 runs COCOeval, every rank gets the
+    result). It scores detections only: the Predictor's settings (thresholds, NMS protocol) made them.
 
     `source` is the split the images come from (its `category_ids`, `names` and `coco_ground_truth()`); nothing is
-    taken from the loader. `merge` refines each kept box to the score-weighted mean of its NMS cluster (higher
-    mAP; the plain protocol of other implementations is multi_label=False, merge=False).
+    taken from the loader.
     """
 
-    def __init__(self, source, conf_thres: float = 0.001, iou_thres: float = 0.6, max_det: int = 300,
-                 multi_label: bool = True, merge: bool = True, backend: str = DEFAULT_BACKEND,
-                 keep_results: bool = True, metric: str = "coco"):
+    def __init__(self, source, *, backend: str = DEFAULT_BACKEND, keep_results: bool = True, metric: str = "coco"):
         self.source = source
         self.metric = check_metric(metric)
         self.backend, self.keep_results = check_backend(backend), keep_results
-        self.conf_thres, self.iou_thres, self.max_det = conf_thres, iou_thres, max_det
-        self.multi_label, self.merge = multi_label, merge
         self.reset()
 
     def reset(self) -> None:
         self._rows, self._image_ids = [], []
         self.seconds = dict.fromkeys(("preprocess", "inference", "nms"), 0.0)  # this rank's stage times
 
-    def process(self, pred: torch.Tensor, metas) -> None:
-        """NMS of one batch's [N, P, 5+K] predictions; rows in original image pixels."""
-        tick = time.perf_counter()
-        placements = [(_meta(m, "ratio"), _meta(m, "pad"), _meta(m, "orig_size")) for m in metas]
-        detections = image_detections(pred, placements, self.conf_thres, self.iou_thres, self.max_det,
-                                      self.multi_label, self.merge)
-        for rows, meta in zip(detections, metas):
+    def process(self, detections: list[torch.Tensor], metas) -> None:
+        """One batch's detections (per image [n, 6] rows in its own pixels: Predictor.postprocess) with the
+        loader's metas (their `image_id`)."""
+        for rows, meta in zip(detections, metas, strict=True):
             self.add_rows(detections_to_rows(rows, _meta(meta, "image_id"), self.source.category_ids),
                           _meta(meta, "image_id"))
-        self.seconds["nms"] += time.perf_counter() - tick
 
     def add_rows(self, rows: np.ndarray, image_id: int) -> None:
         """Detections of one image already as [n, 7] coco rows (detections_to_rows)."""
@@ -164,16 +157,17 @@ def _check_images(shards: list, source) -> list[int]:
 
 
 def evaluate(model: torch.nn.Module, loader, evaluator: CocoEvaluator, device, amp_dtype: torch.dtype | None = None,
-             channels_last: bool = False) -> EvalResult:
+             channels_last: bool = False, settings: InferenceSettings | None = None) -> EvalResult:
     """COCO metrics of `model` (the unwrapped / EMA module, or any Runner) over this rank's batches of `loader`,
     on every rank.
 
     Every rank must call this with its own loader (from build_eval_loader with its rank) over the split of
     `evaluator.source`: the same result is returned everywhere. `amp_dtype` (torch.float16 / torch.bfloat16)
     runs the model under autocast on CUDA (the model itself is not converted); `channels_last` feeds NHWC
-    inputs to a model converted to that layout.
+    inputs to a model converted to that layout. `settings`: the Predictor's NMS (default detect.val's:
+    EVALUATION); the loader makes the canvases.
     """
-    settings = InferenceSettings(None, amp_dtype=amp_dtype)  # the loader makes the canvases, the evaluator NMS
+    settings = EVALUATION.settings(amp_dtype=amp_dtype) if settings is None else settings
     predictor = Predictor(model, settings, device, channels_last)
     was_training = model.training
     model.eval()
@@ -184,9 +178,9 @@ def evaluate(model: torch.nn.Module, loader, evaluator: CocoEvaluator, device, a
 
 
 def evaluate_batches(predictor: Predictor, loader, evaluator: CocoEvaluator) -> EvalResult:
-    """`evaluate` with the Predictor a front end built (its runner, device, precision, test-time augmentation):
-    each of this rank's letterboxed batches through its forward pass, the evaluator's NMS, then the metrics
-    (collective)."""
+    """`evaluate` with the Predictor a front end built (its runner, device, precision, test-time augmentation,
+    thresholds and NMS): each of this rank's letterboxed batches through its forward pass and postprocess (timed
+    as "nms"), the detections to the evaluator, then the metrics (collective)."""
     device = predictor.device
     evaluator.reset()
     seconds = evaluator.seconds
@@ -197,8 +191,9 @@ def evaluate_batches(predictor: Predictor, loader, evaluator: CocoEvaluator) -> 
             tick = _lap(seconds, "preprocess", tick, device)  # includes loading the batch
             pred = predictor.run(x)
             tick = _lap(seconds, "inference", tick, device)
-            evaluator.process(pred, metas)
-            tick = time.perf_counter()
+            placements = [(_meta(m, "ratio"), _meta(m, "pad"), _meta(m, "orig_size")) for m in metas]
+            evaluator.process(predictor.postprocess(pred, placements), metas)
+            tick = _lap(seconds, "nms", tick, device)
     return evaluator.compute()
 
 

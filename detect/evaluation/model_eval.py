@@ -2,7 +2,8 @@
 
 Two feeds, both data loaders (`--workers` decode, `--cache` keeps the decoded images):
 - the eval loader (detect.data.loader.build_eval_loader): letterboxed rect or square canvases, batched by
-  shape; its batches take the Predictor's forward pass and the evaluator's NMS (`evaluate_batches`);
+  shape; its batches take the Predictor's forward pass and postprocess (NMS), the evaluator scores them
+  (`evaluate_batches`);
 - whole images (`WholeImages`): each image at its own size for the Predictor to prepare, where the eval
   loader's canvases are not the ones the Predictor makes: --slice (tiles cut from the full image) and an export
   fixed at a non-square size (every image fitted into it). Whole batches of images are dealt to the ranks, so

@@ -14,7 +14,8 @@ is given.
 `--half` writes an fp16 graph, meant for GPU runtimes (CPU runtimes run fp16 convolutions slowly, if at all).
 `--int8` quantizes the convolutions for CPU inference, calibrated on images of --data's training split
 (detect.export.quantize), then evaluates the float and the int8 graph on --data's val split as detect.val does
-(detect.export.int8_check, in this process): an int8 graph that loses more than --max-map-drop mAP is refused.
+(detect.export.int8_check, in this process): an int8 graph that loses more than --max-map-drop mAP is refused,
+written as best-int8-failed-check.onnx instead of best-int8.onnx (detect.export.int8_export).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from detect.runtime.commands import DefaultsHelpFormatter, run_command
 from detect.runtime.dist import resolve_device
 from detect.runtime.log import setup_logging
 
-from .int8_check import DEFAULT_MAX_DROP, check_int8
+from .int8_check import DEFAULT_MAX_DROP
 
 log = logging.getLogger(__name__)
 
@@ -186,21 +187,13 @@ def run(args) -> Path:
         export_onnx(model, path, options, names, class_conf)
         print(f"ONNX model written: {path}")
         return path
-    from .quantize import DEFAULT_CALIBRATION_IMAGES, calibration_images, quantize_int8
+    from .int8_export import Int8Settings, export_int8
+    from .quantize import DEFAULT_CALIBRATION_IMAGES
 
-    images = calibration_images(args.data, args.calibration_images or DEFAULT_CALIBRATION_IMAGES)
-    float_path = path.with_name(path.stem + "-float.tmp.onnx")  # .onnx: the loader reads it as one
-    try:
-        export_onnx(model, float_path, options, names, class_conf)
-        quantize_int8(float_path, path, images, img_size)
-        print(f"ONNX model written: {path} (int8, calibrated on {len(images)} images of {args.data})")
-        if not args.no_int8_check:
-            max_drop = DEFAULT_MAX_DROP if args.max_map_drop is None else args.max_map_drop
-            check = check_int8(float_path, path, args.data, max(img_size), max_drop)
-            print(f"{check.line(args.data)}: within {max_drop:g}")
-    finally:
-        float_path.unlink(missing_ok=True)
-    return path
+    max_drop = DEFAULT_MAX_DROP if args.max_map_drop is None else args.max_map_drop
+    settings = Int8Settings(args.data, args.calibration_images or DEFAULT_CALIBRATION_IMAGES,
+                            None if args.no_int8_check else max_drop)
+    return export_int8(model, path, options, names, class_conf, settings)
 
 
 def main(argv=None) -> int:

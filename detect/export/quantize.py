@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 from collections import deque
 from pathlib import Path
 
 import numpy as np
 
-from detect.inference.onnx_metadata import OnnxMetadata
+from detect.inference.onnx_metadata import INT8_CHECK_KEY, OnnxMetadata
 from detect.inference.optional import require
 from detect.runtime.files import atomic_write_bytes
 
@@ -124,6 +125,19 @@ def quantize_int8(float_path: Path, out_path: Path, images: list[Path], shape: t
     return int8
 
 
+def record_int8_check(graph: Path, out_path: Path, verdict: dict) -> None:
+    """Write the int8 `graph` to `out_path` with its mAP check's verdict in the metadata (`int8_check`: what
+    detect.inference.onnx_metadata.int8_warning reads when the file is loaded)."""
+    onnx = require("onnx")
+    model = onnx.load(str(graph))
+    props = {p.key: p.value for p in model.metadata_props}
+    props[INT8_CHECK_KEY] = json.dumps(verdict)
+    del model.metadata_props[:]
+    for key, value in props.items():
+        model.metadata_props.add(key=key, value=value)
+    atomic_write_bytes(out_path, model.SerializeToString())
+
+
 def calibration_images(data, count: int, cache_dir=None) -> list[Path]:
     """`count` images of the spec's training split, spread evenly over it (a sorted list's first images are
     often one scene)."""
@@ -136,4 +150,5 @@ def calibration_images(data, count: int, cache_dir=None) -> list[Path]:
     return [Path(records[int(i)].path) for i in positions]
 
 
-__all__ = ["DEFAULT_CALIBRATION_IMAGES", "calibration_images", "float_convolutions", "quantize_int8"]
+__all__ = ["DEFAULT_CALIBRATION_IMAGES", "calibration_images", "float_convolutions", "quantize_int8",
+           "record_int8_check"]

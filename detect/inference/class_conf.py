@@ -153,13 +153,13 @@ def save_class_conf(weights, class_conf: ClassConf) -> Path:
     return path
 
 
-def check_class_count(class_conf: ClassConf | None, num_classes: int, weights) -> None:
+def check_class_count(class_conf: ClassConf | None, num_classes: int, weights, flag: str = "--conf") -> None:
     """ValueError when stored thresholds are not one per class of the model file `weights` they came with (checked
     where they would be used: detect.val, which chooses new ones, loads such a model all the same)."""
     if class_conf is not None and len(class_conf.conf) != num_classes:
         raise ValueError(f"{stored_in(weights)} carries {len(class_conf.conf)} per-class thresholds but the model "
                          f"predicts {num_classes} classes; choose them again with detect.val --save-thresholds, or "
-                         f"give --conf")
+                         f"give {flag}")
 
 
 def conf_options(class_conf: ClassConf | None, conf: float | None, path, flag: str = "--conf") -> dict:

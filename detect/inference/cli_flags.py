@@ -1,7 +1,8 @@
 """The flags detect.val and detect.predict share, each defined once with its range check (`check_inference_args`
-after parsing: detect.inference.predictor.check_ranges, which the API and detect.export use too), and the
-default number of workers. Defaults that differ by tool (a detection threshold for predict, an evaluation one
-for val) are arguments."""
+after parsing: detect.inference.predictor.check_ranges, which the API and detect.export use too), the one
+function that turns them into typed options (`inference_options`), and the default number of workers. Defaults
+that differ by tool (a detection threshold for predict, an evaluation one for val) are the tool's ToolDefaults
+(detect.inference.options), applied when the settings are built, not by argparse."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from detect.runtime.precision import AMP_DTYPES
 
 from .class_conf import DEFAULT_CONF
 from .engines import BACKENDS
+from .options import InferenceOptions, ToolDefaults
 from .predictor import check_ranges
 
 
@@ -28,21 +30,24 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", required=True, help=".weights, .pt checkpoint or .onnx (detect.export)")
 
 
-def add_inference_flags(p: argparse.ArgumentParser, *, conf: float | None, iou: float, batch: int,
-                        batch_help: str) -> None:
+def add_inference_flags(p: argparse.ArgumentParser, defaults: ToolDefaults, *, batch_help: str) -> None:
     """--img-size, --batch-size, --conf, --iou, --max-det, --square, --resize, --augment, --slice, --overlap, --amp,
-    --half, --device and --backend. `conf` None: --conf defaults to the model file's per-class thresholds, else
-    DEFAULT_CONF (detect.inference.class_conf)."""
+    --half, --device and --backend. --conf, --iou, --max-det and --batch-size default to None (not given: the
+    tool's `defaults` apply in detect.inference.options.build_settings, so a value given equal to a default is
+    still given); their help states `defaults`."""
     p.add_argument("--img-size", "--img", dest="img", type=int, default=None,
                    help="input size (long side), a multiple of the model's largest stride (default: the size a .pt "
                         "was trained at, else the cfg's [net] size; an ONNX export's own size)")
-    p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=batch, help=batch_help)
-    p.add_argument("--conf", type=float, default=conf,
-                   help="confidence threshold (objectness * class)" + ("" if conf is not None else
-                        f" for every class (default: the per-class thresholds the model file carries, chosen by "
-                        f"training or detect.val --save-thresholds; else {DEFAULT_CONF:g})"))
-    p.add_argument("--iou", type=float, default=iou, help="NMS IoU threshold")
-    p.add_argument("--max-det", type=int, default=300, help="detections per image at most")
+    p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=None,
+                   help=f"{batch_help} (default {defaults.batch_size})")
+    conf_default = (f"{defaults.conf:g}" if defaults.conf is not None else
+                    f"the per-class thresholds the model file carries, chosen by training or detect.val "
+                    f"--save-thresholds; else {DEFAULT_CONF:g}")
+    p.add_argument("--conf", type=float, default=None,
+                   help=f"confidence threshold (objectness * class) for every class (default: {conf_default})")
+    p.add_argument("--iou", type=float, default=None, help=f"NMS IoU threshold (default {defaults.iou:g})")
+    p.add_argument("--max-det", type=int, default=None,
+                   help=f"detections per image at most (default {defaults.max_det})")
     p.add_argument("--square", action="store_true", help="square img x img letterbox instead of the image's own "
                    "rect canvas (long side at --img-size, at least half a stride of border)")
     p.add_argument("--resize", default=None, choices=RESIZE_MODES,
@@ -109,3 +114,14 @@ def check_inference_args(p: argparse.ArgumentParser, args) -> None:
         p.error(str(e))
     if args.workers < 0:
         p.error(f"--workers must be 0 or more, got {args.workers}")
+
+
+def inference_options(args: argparse.Namespace) -> InferenceOptions:
+    """The one place the flags of `add_inference_flags` (and detect.val's --single-label and --no-merge, where
+    the parser has them) become the typed options every tool and library function takes."""
+    return InferenceOptions(
+        img_size=args.img, conf=args.conf, iou=args.iou, max_det=args.max_det, batch_size=args.batch,
+        square=args.square, resize=args.resize, augment=args.augment, slice_size=args.slice,
+        slice_overlap=args.overlap, amp=args.amp, backend=args.backend,
+        multi_label=False if getattr(args, "single_label", False) else None,
+        merge=False if getattr(args, "no_merge", False) else None)

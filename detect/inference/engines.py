@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from detect.darknet import Darknet
+from detect.runtime.commands import spelt
 
 from .ncnn_model import INSTALL_HINT as NCNN_HINT
 from .ncnn_model import UnsupportedLayer, load_ncnn_model, ncnn_available
@@ -32,22 +33,24 @@ def _available(engine: str) -> bool:
     return ncnn_available() if engine == "ncnn" else openvino_available()
 
 
-def cpu_backend(requested: str, device: torch.device) -> list[str]:
+def cpu_backend(requested: str, device: torch.device, flag: str = "--backend",
+                device_flag: str = "--device") -> list[str]:
     """The engines to try, in order, for a model on `device`: `auto` gives the installed CPU engines then "torch"
     on the CPU, ["torch"] on CUDA; a named engine gives just itself. ValueError for an unknown name, a CPU
-    engine asked for on CUDA, or one that is not installed."""
+    engine asked for on CUDA, or one that is not installed, naming the options as `flag` and `device_flag`."""
     if requested not in BACKENDS:
-        raise ValueError(f"--backend {requested}: choose one of {', '.join(BACKENDS)}")
+        raise ValueError(f"{spelt(flag, requested)}: choose one of {', '.join(BACKENDS)}")
     if device.type != "cpu":
         if requested in CPU_ENGINES:
-            raise ValueError(f"--backend {requested} runs on the CPU only, not on --device {device}; use --device "
-                             f"cpu, or --backend auto to run PyTorch on {device}")
+            raise ValueError(f"{spelt(flag, requested)} runs on the CPU only, not on "
+                             f"{spelt(device_flag, str(device))}; use {spelt(device_flag, 'cpu')}, or "
+                             f"{spelt(flag, 'auto')} to run PyTorch on {device}")
         return ["torch"]
     if requested == "auto":
         return [engine for engine in CPU_ENGINES if _available(engine)] + ["torch"]
     if requested in CPU_ENGINES and not _available(requested):
-        raise ValueError(f"--backend {requested}: {requested} is not installed ({_HINTS[requested]}); or use "
-                         f"--backend torch")
+        raise ValueError(f"{spelt(flag, requested)}: {requested} is not installed ({_HINTS[requested]}); or use "
+                         f"{spelt(flag, 'torch')}")
     return [requested]
 
 

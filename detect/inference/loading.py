@@ -21,9 +21,10 @@ import torch
 
 from detect.darknet.load import check_img_size, for_inference, load_model
 from detect.darknet.pt_files import trained_img_size, trained_resize
-from detect.darknet.transfer import COCO_NAMES
 from detect.data.resize_modes import check_resize_mode
-from detect.data.spec import default_cache_dir, read_class_names
+from detect.data.spec import default_cache_dir
+from detect.ops.class_names import read_coco_names
+from detect.runtime.commands import spelt
 
 from .class_conf import check_class_count, conf_options, read_class_conf
 from .engines import cpu_backend, load_cpu_engine
@@ -42,10 +43,12 @@ class Spelling:
     augment: str
     resize: str
     conf: str = "--conf"
+    backend: str = "--backend"
+    device: str = "--device"
 
 
 CLI = Spelling("--img-size", "--names", "--augment", "--resize")
-API = Spelling("img_size", "names=", "augment=True", "resize=", "conf=")
+API = Spelling("img_size", "names=", "augment=True", "resize=", "conf=", "backend=", "device=")
 
 
 def is_onnx_path(path) -> bool:
@@ -66,7 +69,8 @@ def load_model_file(weights, cfg=None, *, device: torch.device, img_size: int | 
     if is_onnx_path(weights):
         handle = _load_onnx(weights, device, img_size, square, backend, spelling)
     else:
-        handle = load_darknet(weights, cfg, device, img_size, spelling.img_size, backend, cache_dir, square)
+        handle = load_darknet(weights, cfg, device, img_size, spelling.img_size, backend, cache_dir, square,
+                              spelling)
     if augment and handle.input_shape is not None:
         h, w = handle.input_shape
         raise ValueError(f"{spelling.augment} runs the model at other sizes, but {weights} takes {h}x{w} inputs "
@@ -106,10 +110,10 @@ def chosen_resize(model, weights, record: dict | None, override: str | None, fla
     return mode
 
 
-def check_onnx_backend(weights, backend: str) -> None:
+def check_onnx_backend(weights, backend: str, flag: str = "--backend") -> None:
     if backend != "auto":
-        raise ValueError(f"--backend {backend} is for .pt and .weights models; {weights} runs on onnxruntime "
-                         f"(leave --backend out)")
+        raise ValueError(f"{spelt(flag, backend)} is for .pt and .weights models; {weights} runs on onnxruntime "
+                         f"(leave {flag.rstrip('=')} out)")
 
 
 def _onnx_runtime(path):
@@ -122,7 +126,7 @@ def _onnx_runtime(path):
 
 
 def _load_onnx(weights, device, img_size: int | None, square: bool, backend: str, spelling: Spelling) -> ModelHandle:
-    check_onnx_backend(weights, backend)
+    check_onnx_backend(weights, backend, spelling.backend)
     runner = _onnx_runtime(weights).load_onnx_model(weights, str(device))
     fixed = tuple(runner.input_size) if runner.input_size is not None else None
     mode = getattr(runner, "resize", "letterbox")  # exports from before the metadata said were letterboxed
@@ -145,7 +149,7 @@ def _load_onnx(weights, device, img_size: int | None, square: bool, backend: str
 
 
 def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag: str, backend: str = "auto",
-                 cache_dir=None, square: bool = False) -> ModelHandle:
+                 cache_dir=None, square: bool = False, spelling: Spelling = CLI) -> ModelHandle:
     """The handle of a `.pt` / `.weights` model: its runner, the names it carries, input size, resize mode
     (`model_resize`), class thresholds and, for Darknet weights of a non-square cfg, the network shape stretching
     fills; the file read once. The size: the one given (`flag`), else the size a `.pt` was trained at, else the
@@ -153,7 +157,7 @@ def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag:
     is built at its cfg's size, which any such multiple can run at).
     `backend` (detect.inference.engines.cpu_backend): on the CPU `auto` runs the model on ncnn where its layers
     allow, else on OpenVINO (cached under `cache_dir`, default the user's cache), else, and on CUDA, the PyTorch
-    model runs fused (and packed on the CPU)."""
+    model runs fused (and packed on the CPU). `spelling` names --backend and --device in its errors."""
     loaded = load_model(cfg, weights, exact=True)
     if img_size is None:
         trained = trained_img_size(loaded.record)
@@ -169,7 +173,7 @@ def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag:
              f"; into its {net_shape[1]}x{net_shape[0]} network shape (scaled to {flag} {img_size}), as Darknet "
              f"feeds it" if net_shape is not None else "")
     runner = None
-    engines = cpu_backend(backend, device)
+    engines = cpu_backend(backend, device, spelling.backend, spelling.device)
     if engines != ["torch"]:
         runner = load_cpu_engine(loaded.model, engines, img_size, torch.get_num_threads(),
                                  Path(cache_dir) if cache_dir else default_cache_dir(), str(weights))
@@ -193,7 +197,7 @@ def conf_settings(handle: ModelHandle, conf: float | None, spelling: Spelling = 
     """`conf` and `class_conf` of the InferenceSettings of predict and the API: the `conf` given for every class,
     else the file's per-class thresholds, else the default (detect.inference.class_conf.conf_options)."""
     if conf is None:
-        check_class_count(handle.class_conf, handle.num_classes, handle.path)
+        check_class_count(handle.class_conf, handle.num_classes, handle.path, spelling.conf)
     return conf_options(handle.class_conf, conf, handle.path, spelling.conf)
 
 
@@ -213,12 +217,14 @@ def class_names(handle: ModelHandle, given: list[str] | None = None, flag: str =
 
 def default_names(num_classes: int, weights, flag: str = "--names") -> list[str]:
     """Class names for a model whose file carries none and that was given none: COCO's 80 for an 80-class
-    model (the official Darknet .weights are COCO's, as fine-tuning assumes: detect.darknet.transfer), else the
-    class ids "0", "1", ...; the choice is logged once."""
+    model (the official Darknet .weights are COCO's, as fine-tuning assumes: detect.darknet.transfer; spelt as
+    COCO's jsons spell them, so predict and val print the same names), else the class ids "0", "1", ...
+    (detect.ops.class_names.are_class_ids); the choice is logged once."""
     source = Path(weights).name
-    if num_classes == 80 and COCO_NAMES.is_file():
+    coco = read_coco_names() if num_classes == 80 else None
+    if coco is not None:
         log.info("class names: COCO's 80 (%s carries none; %s overrides)", source, flag)
-        return read_class_names(COCO_NAMES)
+        return coco
     log.info("class names: the class ids 0..%d (%s carries no names and the model has %d classes, not COCO's "
              "80; %s gives them)", num_classes - 1, source, num_classes, flag)
     return [str(k) for k in range(num_classes)]

@@ -7,7 +7,9 @@ conf, iou, max_det, multi_label; only for "nms"), `resize` ("letterbox" or "stre
 trained to see images; an export without it was letterboxed), `preprocess` (json: how inputs must be prepared),
 `class_conf` (json, only when the model has per-class confidence thresholds: detect.inference.class_conf),
 `net_shape` (json [h, w], only for Darknet weights of a non-square cfg: the shape of the canvas, which a
-stretched image fills and a letterboxed one is fitted into, detect.data.resize_modes.network_canvas).
+stretched image fills and a letterboxed one is fitted into, detect.data.resize_modes.network_canvas),
+`int8_check` (json, int8 graphs only: the export's mAP check, `result` passed | failed | skipped, `detail`; a
+loader warns about an int8 graph whose check failed, was skipped or is not recorded: `int8_warning`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .class_conf import KEY as CLASS_CONF_KEY
 from .class_conf import ClassConf
 
 PRODUCER = "detect"
+INT8_CHECK_KEY = "int8_check"
 
 # The input convention of detect.val / detect.predict per resize mode, stored so another runtime can reproduce it.
 _COMMON = {"channels": "RGB", "layout": "NCHW", "scale": "1/255 (float in [0, 1])",
@@ -49,10 +52,12 @@ class OnnxMetadata:
     resize: str = "letterbox"  # how images become the input (detect.data.resize_modes)
     class_conf: ClassConf | None = None  # per-class confidence thresholds (detect.inference.class_conf)
     net_shape: tuple[int, int] | None = None  # a Darknet-trained non-square network's (h, w): the canvas
+    int8_check: dict | None = None  # int8: {"result": "passed" | "failed" | "skipped", "detail": str}
 
     def to_props(self) -> dict[str, str]:
         thresholds = {} if self.class_conf is None else {CLASS_CONF_KEY: json.dumps(self.class_conf.to_dict())}
         shape = {} if self.net_shape is None else {"net_shape": json.dumps(list(self.net_shape))}
+        check = {} if self.int8_check is None else {INT8_CHECK_KEY: json.dumps(self.int8_check)}
         return {
             "producer": PRODUCER,
             "names": json.dumps(self.names),
@@ -68,6 +73,7 @@ class OnnxMetadata:
             "preprocess": json.dumps(PREPROCESS[self.resize]),
             **thresholds,
             **shape,
+            **check,
         }
 
     @classmethod
@@ -81,15 +87,38 @@ class OnnxMetadata:
         try:
             size = json.loads(props["input_size"])
             net_shape = json.loads(props.get("net_shape", "null"))
+            int8_check = json.loads(props.get(INT8_CHECK_KEY, "null"))
             return cls(names=json.loads(props["names"]), num_classes=int(props["num_classes"]),
                        strides=list(json.loads(props["strides"])), max_stride=int(props["max_stride"]),
                        input_size=tuple(size) if size else None, batch=json.loads(props["batch"]),
                        precision=props["precision"], output=props["output"], nms=json.loads(props["nms"]),
                        resize=_resize(props.get("resize", "letterbox")), class_conf=class_conf,
-                       net_shape=tuple(int(v) for v in net_shape) if net_shape else None)
+                       net_shape=tuple(int(v) for v in net_shape) if net_shape else None,
+                       int8_check=int8_check if isinstance(int8_check, dict) else None)
         except (KeyError, ValueError, TypeError) as e:
             raise ValueError(f"{path}: damaged detect.export metadata ({type(e).__name__}: {e}); "
                              f"export the model again") from None
+
+
+def int8_warning(metadata: OnnxMetadata, path) -> str | None:
+    """The one line a loader warns with about an int8 graph whose mAP check failed, was skipped, or is not
+    recorded (an export from before the record, or a file edited by hand); None for float graphs and passed ones."""
+    if metadata.precision != "int8":
+        return None
+    check = metadata.int8_check or {}
+    result, detail = check.get("result"), check.get("detail", "")
+    compare = "compare it with the float export on your val split (detect.val) before relying on it"
+    if result == "passed":
+        return None
+    if result == "failed":
+        return (f"{path}: this int8 graph failed its mAP check at export ({detail}); it detects worse than the float "
+                f"model by more than was allowed: use the float export, or export again with more "
+                f"--calibration-images (or a larger --max-map-drop, if that loss is acceptable)")
+    if result == "skipped":
+        return (f"{path}: this int8 graph was exported with --no-int8-check, so what int8 cost its mAP was never "
+                f"measured; {compare}, or export again without --no-int8-check")
+    return (f"{path}: this int8 graph records no mAP check (an older export?), so what int8 cost its mAP is "
+            f"unknown; {compare}, or export it again with detect.export --int8")
 
 
 def _json(text: str, path):

@@ -7,7 +7,7 @@ through one `torchvision.ops.batched_nms` call: the group of a candidate is (ima
 class-aware and never mixes images.
 
 `scale_to_original` undoes the letterbox (pad, then scale) and clips to the original image;
-`image_detections` does both for a batch, as the Predictor and the evaluator need them.
+`image_detections` does both for a batch: the Predictor's postprocess, the one owner of NMS.
 `ClassAgnosticModel` shows a K-class model as a one-class one (detect.val --single-cls).
 """
 

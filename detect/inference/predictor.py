@@ -3,7 +3,7 @@ input (`prepare`: the letterbox onto its canvas), a batch of inputs becomes rows
 autocast), rows become detections in the image's own pixels (`postprocess`: NMS, the letterbox undone).
 `predictor(images)` runs the three over any images, sliced (detect.ops.slicing) or augmented (detect.ops.tta)
 as the settings ask; the eval loader's batches, letterboxed onto the same canvases in its workers, take `forward`
-and the evaluator's NMS (detect.evaluation.evaluator).
+and `postprocess` (detect.evaluation.evaluator): the Predictor alone runs NMS, with its settings' thresholds.
 """
 
 from __future__ import annotations
@@ -66,15 +66,15 @@ class InferenceSettings:
                    net_shape=handle.net_shape, **options)
 
 
-def check_ranges(img_size: int | None, conf: float | None, iou: float, max_det: int, batch_size: int,
-                 spell=lambda name: name) -> None:
+def check_ranges(img_size: int | None, conf: float | None, iou: float | None, max_det: int | None,
+                 batch_size: int | None, spell=lambda name: name) -> None:
     """The one range check of the inference settings a user gives: ValueError naming the first value out of
-    range, spelt by `spell(setting)` as the caller's user writes it (the CLI's --max-det, the API's max_det).
-    `conf` None: not given (the model file's per-class thresholds, else DEFAULT_CONF)."""
+    range, spelt by `spell(setting)` as the caller's user writes it (the CLI's --max-det, the API's max_det=).
+    None: not given (the tool's default; for `conf` the model file's per-class thresholds, else DEFAULT_CONF)."""
     for name, value in (("img_size", img_size), ("batch_size", batch_size), ("max_det", max_det)):
         if value is not None and value < 1:
             raise ValueError(f"{spell(name)} must be a positive integer, got {value}")
-    if (conf is not None and not 0 <= conf < 1) or not 0 <= iou <= 1:
+    if (conf is not None and not 0 <= conf < 1) or (iou is not None and not 0 <= iou <= 1):
         raise ValueError(f"{spell('conf')} must be in [0, 1) and {spell('iou')} in [0, 1], got {conf} and {iou}")
 
 

@@ -43,8 +43,11 @@ from detect.inference.cli_flags import (
     add_run_folder_flags,
     add_workers_flag,
     check_inference_args,
+    inference_options,
 )
-from detect.inference.loading import class_names, conf_settings, load_model_file
+from detect.inference.handle import ModelHandle
+from detect.inference.loading import class_names
+from detect.inference.options import PREDICT, InferenceOptions, build_settings, load_model
 from detect.inference.predictor import InferenceSettings, Predictor
 from detect.predict.inputs import Input, UnreadableSource, list_sources
 from detect.predict.outputs import draw, open_writer, save_results, summary, write_image
@@ -53,7 +56,6 @@ from detect.runtime import dist
 from detect.runtime.commands import run_command
 from detect.runtime.interrupts import deferred_interrupt
 from detect.runtime.log import setup_logging
-from detect.runtime.precision import amp_dtype
 from detect.runtime.runs import next_run_dir
 from detect.streams.reader import (
     DEFAULT_RETRIES,
@@ -63,7 +65,9 @@ from detect.streams.reader import (
     open_stream,
     source_stem,
 )
-from detect.tracking.settings import for_tracking
+from detect.tracking.config import TrackerConfig
+from detect.tracking.frames import source_frames
+from detect.tracking.settings import tracking_detector
 
 log = logging.getLogger("detect.predict")  # not __name__: under `python -m` that is __main__, outside `detect`
 
@@ -91,7 +95,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "obj.data; default: the names a .pt carries, else COCO's for an 80-class model, else the class ids")
     p.add_argument("--data", help="a dataset spec (data/*.yaml) or Darknet obj.data whose class names label the "
                    "detections (as Darknet's `detector test obj.data ...`); the same as --names with that file")
-    add_inference_flags(p, conf=None, iou=0.45, batch=1,
+    add_inference_flags(p, PREDICT,
                         batch_help="images per forward pass (images of one canvas shape are batched; video: 1 frame)")
     p.add_argument("--retries", type=int, default=DEFAULT_RETRIES,
                    help=f"a live stream that stops is reopened this many times before it ends (default "
@@ -141,17 +145,12 @@ def _decode(path: Path):
 def run(args) -> Path:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
-    handle = load_model_file(args.weights, args.cfg, device=ctx.device, img_size=args.img, square=args.square,
-                             backend=args.backend, augment=args.augment, resize=args.resize)
-    args.img, args.square = handle.img_size, handle.square
+    options = inference_options(args)
+    handle = load_model(args.weights, args.cfg, options, ctx.device)
     names_flag = f"--data {args.data}" if args.data else f"--names {args.names}" if args.names else "--names"
     given = read_class_names(args.data or args.names) if args.data or args.names else None
     names = class_names(handle, given, names_flag)
-    settings = InferenceSettings.for_model(handle, **conf_settings(handle, args.conf), iou=args.iou,
-                                           max_det=args.max_det, batch_size=args.batch,
-                                           amp_dtype=amp_dtype(args.amp, ctx.device), augment=args.augment,
-                                           slice_size=args.slice, slice_overlap=args.overlap)
-    settings, tracker = for_tracking(settings, args.track) if args.track else (settings, None)
+    settings, tracker = detector_settings(handle, options, args.track, ctx.device)
     predictor = Predictor(handle.runner, settings, ctx.device)
     # the source is opened (a stream) or listed (files) before the run folder exists: a typo leaves none behind
     stream = open_stream(args.source, retries=args.retries, retry_wait_s=args.retry_wait) \
@@ -169,6 +168,8 @@ def run(args) -> Path:
         else:
             predict_files(predictor, inputs, names, run_dir, args, tracking)
     except KeyboardInterrupt:
+        if tracking:  # the tracks so far: their counts and tracks.json, as at the end
+            tracking.finish()
         print(f"interrupted (Ctrl-C): what was written so far is in {run_dir}")
         raise
     if tracking:
@@ -177,9 +178,17 @@ def run(args) -> Path:
     return run_dir
 
 
+def detector_settings(handle: ModelHandle, options: InferenceOptions, track: str | None,
+                      device) -> tuple[InferenceSettings, TrackerConfig | None]:
+    """predict's detector (PREDICT's defaults); with --track, as tracking runs it (the tracker's config too)."""
+    if track:
+        return tracking_detector(handle, options, track, device)
+    return build_settings(handle, options, PREDICT, device), None
+
+
 def predict_files(predictor: Predictor, inputs: list[Input], names, run_dir: Path, args,
                   tracking: Tracking | None = None) -> None:
-    """Images in batches of args.batch (decoded ahead on args.workers threads) and videos frame by frame; a file
+    """Images in batches of the predictor's batch size (decoded ahead on args.workers threads) and videos frame by frame; a file
     that cannot be read is skipped and counted, and a source none of whose files can be read is an error."""
     skipped, batch = 0, []
     decoded = decode_ahead([item.path for item in inputs if not item.is_video], args.workers)
@@ -188,7 +197,7 @@ def predict_files(predictor: Predictor, inputs: list[Input], names, run_dir: Pat
             label = f"{i}/{len(inputs)}"
             if not item.is_video:
                 batch.append((item, label, next(decoded)[1]))
-                if len(batch) == args.batch or i == len(inputs):
+                if len(batch) == predictor.settings.batch_size or i == len(inputs):
                     skipped += predict_images(predictor, batch, names, run_dir, args.save_conf, tracking)
                     batch = []
                 continue
@@ -214,15 +223,15 @@ def predict_images(predictor: Predictor, images: list[tuple[Input, str, np.ndarr
     readable = [image for _, _, image in images if not isinstance(image, BadImage)]
     found = iter(predictor(readable) if readable else [])
     elapsed = (time.perf_counter() - tick) * 1000 / max(len(readable), 1)
+    frames = tracking.frames((item, image) for item, _, image in images) if tracking else None
     for item, label, image in images:
+        frame = next(frames) if tracking else None  # a frame of its folder's sequence (unreadable: a gap)
         if isinstance(image, BadImage):
             log.warning("skipped %s", UnreadableSource(f"{item.path}: {image.detail}"))
-            if tracking:  # still a frame of its sequence: the later ones keep their numbers, tracks age by one
-                tracking.missing_image(item)
             continue
         det = next(found)
         if tracking:  # each image to its folder's tracker, also when the batch holds several folders
-            det, annotated, save = tracking.image(item, det, image)
+            det, annotated, save = tracking.image(item, frame, det)
         with deferred_interrupt():  # Ctrl-C: an image's three outputs are written whole or not at all
             write_image(run_dir / item.relative, annotated if tracking else draw(image, det, names))
             save() if tracking else save_results(det, names, image.shape, item.output, run_dir, str(item.path),
@@ -250,7 +259,7 @@ def predict_frames(predictor: Predictor, reader: FrameReader, output: str, names
     (read, processed, dropped, reconnects) printed."""
     writer, size, written = None, None, 0
     try:
-        for index, frame in reader:
+        for index, frame, _ in source_frames(reader):  # frame_source's loop: numbered in the source
             tick = time.perf_counter()
             det = predictor([frame])[0]
             elapsed = (time.perf_counter() - tick) * 1000

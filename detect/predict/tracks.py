@@ -3,7 +3,8 @@ trails, the ids in labels and json, MOTChallenge files (--save-mot) and the dist
 
 A source is a video file, a stream, or a folder of images read in name order (each folder of --source its own
 sequence; with --recursive every sub-folder is one). Images of several folders may share a batch: each image
-still goes to its folder's tracker, as the frame after that folder's previous image.
+still goes to its folder's tracker, numbered by its place in the folder (frame_source: an image that cannot be
+read is a gap its tracker ages through, counted as dropped).
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ from __future__ import annotations
 import glob
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 import cv2
 import numpy as np
 
 from detect.runtime.files import atomic_write_text
+from detect.runtime.interrupts import deferred_interrupt
 from detect.tracking.config import DEFAULT_TRACKER, LOW_SCORE, TRACKERS, TrackerConfig
+from detect.tracking.frame_source import Frame, read_frames, track_frame
 from detect.tracking.mot import mot_lines
 from detect.tracking.sources import TrackerBank, summary_line
 
@@ -73,13 +77,15 @@ def image_sequence(item: Input, source: str) -> str:
 
 class Tracking:
     """One tracker per source (TrackerBank) and predict's tracking outputs in `run_dir`. `source`: --source,
-    which names the sequence of the images directly in it."""
+    which names the sequence of the images directly in it. Frames reach the trackers as frame_source.Frame
+    (the rule there: a frame without an image is a gap its tracker ages through, counted as dropped)."""
 
     def __init__(self, config: TrackerConfig, run_dir: Path, names: list[str], source: str, save_conf: bool = False,
                  save_mot: bool = False):
         self.bank, self.run_dir, self.names, self.source = TrackerBank(config), run_dir, names, source
         self.save_conf, self.save_mot = save_conf, save_mot
-        self._frames: dict[str, int] = {}  # images of each image sequence so far
+        self._places: dict[str, int] = {}  # the place of the last image of each image sequence so far
+        self._reached: dict[str, int] = {}  # frames of each source up to the last one given, tracked or not
         self._keys: dict[tuple[str, str], str] = {}  # (kind, name) of each source -> its tracker's key
 
     def _key(self, kind: str, name: str) -> str:
@@ -98,26 +104,37 @@ class Tracking:
         """The key of a video or stream whose outputs are named `output`."""
         return self._key("video", output)
 
-    def image(self, item: Input, det, image: np.ndarray):
-        """(tracked rows [k, 7], annotated image, save: writes its outputs) of an image of a sequence."""
-        key = self._key("images", image_sequence(item, self.source))
-        self._frames[key] = frame = self._frames.get(key, 0) + 1
-        rows, annotated = self.frame(key, det, image)
-        return rows, annotated, lambda: self.save(rows, image.shape, item.output, str(item.path), key, frame)
+    def frames(self, images) -> Iterator[Frame]:
+        """Image files of predict (input, image or the BadImage its decoding raised), in order, as the frames of
+        their sequences (frame_source.read_frames): an image's number is its place in its folder."""
+        def items():
+            for item, image in images:
+                key = self._key("images", image_sequence(item, self.source))
+                self._places[key] = place = self._places.get(key, -1) + 1
+                self._reached[key] = place + 1  # an unreadable last image is still counted, as dropped
+                yield place, image, key
+        return read_frames(items())
 
-    def missing_image(self, item: Input) -> None:
-        """An image of a sequence that could not be read: it keeps its frame number (the MOT lines of the next
-        ones stay right) and its tracker sees a frame with nothing in it."""
-        key = self._key("images", image_sequence(item, self.source))
-        self._frames[key] = self._frames.get(key, 0) + 1
-        self.bank.update(key, np.zeros((0, 6)))
+    def image(self, item: Input, frame: Frame, det):
+        """(tracked rows [k, 7], annotated image, save: writes its outputs) of an image of a sequence (`frame`:
+        its Frame from `frames`); None for a frame without an image (a gap)."""
+        rows, annotated = self.frame(frame.source, det, frame.image, index=frame.number)
+        if rows is None:
+            return None
+        return rows, annotated, lambda: self.save(rows, frame.image.shape, item.output, str(item.path),
+                                                  frame.source, frame.number + 1)
 
-    def frame(self, key: str, det, frame: np.ndarray, fps: float | None = None,
-              index: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(tracked rows [k, 7], annotated frame) of the next frame of source `key` (`index`: its number in the
-        source, where a live stream may have dropped frames before it)."""
-        rows = self.bank.update(key, np.asarray(det), fps, index)
-        return rows, draw_tracks(frame, rows, self.names, self.bank[key].trails)
+    def frame(self, key: str, det, image: np.ndarray | None, fps: float | None = None,
+              index: int | None = None) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(tracked rows [k, 7], annotated frame) of the next frame of source `key`, (None, None) for a frame
+        without an image (`index`: its number in the source, where a live stream may have dropped frames before
+        it; frame_source.track_frame)."""
+        number = self._reached.get(key, 0) if index is None else index
+        self._reached[key] = number + 1
+        rows = track_frame(self.bank.source(key, fps), Frame(index, image, key), det)
+        if rows is None:
+            return None, None
+        return rows, draw_tracks(image, rows, self.names, self.bank[key].trails)
 
     def save(self, rows: np.ndarray, shape, stem: str, source: str, key: str, frame: int) -> None:
         """labels/<stem>.txt and json/<stem>.json with the track ids, and (--save-mot) the frame's lines of
@@ -130,12 +147,17 @@ class Tracking:
                 f.write(mot_lines(frame, rows[:, :4], rows[:, 6], rows[:, 4]))
 
     def finish(self) -> dict:
-        """Print the distinct tracks per class of each source and over all; write tracks.json."""
+        """Print the distinct tracks per class of each source and over all, with the frames tracked and dropped
+        (without an image, or a live stream's); write tracks.json. Also after Ctrl-C: what was tracked so far (a
+        second Ctrl-C waits for tracks.json)."""
         summary = self.bank.summary(self.names)
         for source in summary["sources"]:
+            source["dropped"] = self._reached.get(source["source"], source["frames"]) - source["frames"]
+            dropped = f", {source['dropped']} dropped" if source["dropped"] else ""
             print(f"tracks {source['source']}: {summary_line(source['per_class'])} ({source['tracks']} tracks over "
-                  f"{source['frames']} frames)")
+                  f"{source['frames']} frames{dropped})")
         if len(summary["sources"]) > 1:
             print(f"tracks in all: {summary_line(summary['per_class'])} ({summary['tracks']} tracks)")
-        atomic_write_text(self.run_dir / "tracks.json", json.dumps(summary, indent=1))
+        with deferred_interrupt():
+            atomic_write_text(self.run_dir / "tracks.json", json.dumps(summary, indent=1))
         return summary

@@ -7,6 +7,12 @@ import sys
 from collections.abc import Callable
 
 
+def spelt(option: str, value) -> str:
+    """An option with its value as its user writes it: `--backend ncnn` for a command-line flag, `backend='ncnn'`
+    for a Python keyword (an option spelt ending in "=", as the API's detect.inference.loading.API spells them)."""
+    return f"{option}{value!r}" if option.endswith("=") else f"{option} {value}"
+
+
 class DefaultsHelpFormatter(argparse.HelpFormatter):
     """`--help` that states a flag's default where it says something: not for on/off switches (their help says
     what they switch), not for None (the help says what happens), not twice where the help names it already."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from detect.runtime.commands import spelt
 from detect.runtime.liveness import Beacon, is_peer_failure, start_beacon
 
 log = logging.getLogger(__name__)
@@ -58,20 +59,23 @@ class DeviceUnavailable(ValueError):
     """A --device this machine does not have: the user's choice to fix, so the tools print it as one line."""
 
 
-def resolve_device(requested: str, local_rank: int) -> torch.device:
-    """`auto` picks the local GPU when CUDA is present, else the CPU; `cuda` without CUDA is an error."""
-    if requested not in ("auto", "cpu", "cuda") and not requested.startswith("cuda:"):
-        raise ValueError(f"--device must be auto, cpu, cuda or cuda:N, got {requested!r}")
+def resolve_device(requested: str, local_rank: int, flag: str = "--device") -> torch.device:
+    """`auto` picks the local GPU when CUDA is present, else the CPU; `cuda` without CUDA is an error. `flag`
+    names the option in the errors (the API's device=)."""
+    if not isinstance(requested, str) or (requested not in ("auto", "cpu", "cuda")
+                                          and not requested.startswith("cuda:")):
+        raise ValueError(f"{flag.rstrip('=')} must be auto, cpu, cuda or cuda:N, got {requested!r}")
     if requested == "cpu" or (requested == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise DeviceUnavailable(f"--device {requested} was requested but CUDA is not available on this machine; "
-                                f"use --device cpu (or auto)")
+        raise DeviceUnavailable(f"{spelt(flag, requested)} was requested but CUDA is not available on this "
+                                f"machine; use {spelt(flag, 'cpu')} (or auto)")
     n = torch.cuda.device_count()
     if requested.startswith("cuda:"):
         index = requested.split(":", 1)[1]
         if not index.isdigit() or int(index) >= n:
-            raise DeviceUnavailable(f"--device {requested}: this machine has {n} GPU(s), cuda:0 to cuda:{n - 1}")
+            raise DeviceUnavailable(f"{spelt(flag, requested)}: this machine has {n} GPU(s), cuda:0 to "
+                                    f"cuda:{n - 1}")
         return torch.device(requested)
     if local_rank >= n:
         raise DeviceUnavailable(f"local rank {local_rank} has no GPU: this node has {n}; lower --nproc_per_node")

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from detect.data.images import BadImage, read_image
+from detect.inference.options import InferenceOptions
 from detect.inference.predictor import Predictor
 from detect.runtime.files import atomic_write_text
 
 from .config import TrackerConfig
+from .frame_source import detect_batch, in_batches, read_frames, sequence_items, track_frame
 from .metrics import TrackingScores, combine, evaluate_sequence, protocol_for, scores
 from .mot import MotRows, Sequence, mot_lines, read_mot
 from .sources import SourceTracks
@@ -35,38 +36,23 @@ class SequenceResult:
     raw: dict  # TrackEval's results, for combining
 
 
-def _read_frames(chunk: list[tuple[int, Path]]) -> list[np.ndarray | None]:
-    """The images of `chunk`; None for one that cannot be read, named in a warning (its frame is tracked as
-    empty and its ground truth missed: the score says so, the run goes on)."""
-    images = []
-    for number, path in chunk:
-        try:
-            images.append(read_image(path))
-        except BadImage as e:
-            log.warning("frame %d, %s: %s; tracked as a frame without detections", number, path, e.detail)
-            images.append(None)
-    return images
-
-
 def track_sequence(predictor: Predictor, seq: Sequence, config: TrackerConfig,
                    only_class: int | None = None) -> MotRows:
     """The tracked boxes of every frame of `seq` as MOT rows (the frames in batches of the predictor's size),
-    of the detections of `only_class` when given. A frame of seqinfo.ini's seqLength without an image ages the
-    tracks as a frame with nothing in it (without a seqLength, the numbers may be timestamps: images follow on)."""
+    of the detections of `only_class` when given. The frames come through frame_source.read_frames: a frame of
+    seqinfo.ini's seqLength without an image, or one that cannot be read (a warning), is a gap the tracks move
+    and age through, its ground truth missed."""
     tracks = SourceTracks(config, seq.fps)
+    file_numbers = None if seq.length else [number for number, _ in seq.frames]  # sequence_items' places
     parts = []
-    step = predictor.settings.batch_size
-    for start in range(0, len(seq.frames), step):
-        chunk = seq.frames[start:start + step]
-        images = _read_frames(chunk)
-        readable = [image for image in images if image is not None]
-        found = iter(predictor(readable) if readable else [])
-        for (number, _), image in zip(chunk, images):
-            det = np.asarray(next(found)).reshape(-1, 6) if image is not None else np.zeros((0, 6))
-            # frames 1..seqLength without an image are a gap the tracks move and age through
-            rows = tracks.update(det if only_class is None else det[det[:, 5] == only_class],
-                                 number if seq.length is not None else None)
-            parts.append(MotRows(np.full(len(rows), number), rows[:, 6].astype(np.int64), rows[:, :4], rows[:, 4]))
+    for batch in in_batches(read_frames(sequence_items(seq)), predictor.settings.batch_size):
+        for frame, det in zip(batch, detect_batch(predictor, batch)):
+            rows = track_frame(tracks, frame, det if det is None or only_class is None
+                               else det[det[:, 5] == only_class])
+            if rows is not None:
+                number = frame.number if file_numbers is None else file_numbers[frame.number - 1]
+                parts.append(MotRows(np.full(len(rows), number), rows[:, 6].astype(np.int64), rows[:, :4],
+                                     rows[:, 4]))
     return MotRows.stack(parts)
 
 
@@ -140,34 +126,29 @@ def write_results(run_dir: Path, results: list[SequenceResult], combined: Tracki
     atomic_write_text(run_dir / "tracking.json", json.dumps(record, indent=1))
 
 
-def run_track_eval(args, ctx) -> TrackingScores:
-    """`detect.val --track`: args.data names the sequences (detect.tracking.mot.find_sequences); the model's
-    thresholds (--conf, else its per-class ones, else 0.25) are the tracker's high score. Prints the table and
-    writes tracking.json and mot/ to the run folder; returns the combined scores."""
-    from detect.inference.loading import class_names, conf_settings, load_model_file
-    from detect.inference.predictor import InferenceSettings
-    from detect.runtime.precision import amp_dtype
+def run_track_eval(weights, cfg, data, tracker: str, options: InferenceOptions, device, world_size: int = 1,
+                   project="runs/val", name: str = "exp") -> TrackingScores:
+    """`detect.val --track`: `data` names the sequences (detect.tracking.mot.find_sequences); the detector runs as
+    predict --track runs it (settings.tracking_detector: `options` with predict's defaults), its thresholds
+    (conf, else the model's per-class ones, else 0.25) the tracker's high score. Prints the table and writes
+    tracking.json and mot/ to the run folder `project`/`name`; returns the combined scores."""
+    from detect.inference.loading import class_names
+    from detect.inference.options import EVALUATION, load_model
     from detect.runtime.runs import next_run_dir
 
     from .mot import find_sequences
-    from .settings import for_tracking
+    from .settings import tracking_detector
 
-    if ctx.world_size > 1:
+    if world_size > 1:
         raise ValueError("--track evaluates in one process (each sequence is one tracker's, in frame order); run "
                          "python -m detect.val --track without torchrun")
-    sequences = find_sequences(args.data)  # before the model loads: a wrong folder fails at once
-    handle = load_model_file(args.weights, args.cfg, device=ctx.device, img_size=args.img, square=args.square,
-                             backend=args.backend, augment=args.augment, resize=args.resize)
-    settings = InferenceSettings.for_model(handle, **conf_settings(handle, args.conf), iou=args.iou,
-                                           max_det=args.max_det, batch_size=args.batch,
-                                           amp_dtype=amp_dtype(args.amp, ctx.device), augment=args.augment,
-                                           slice_size=args.slice, slice_overlap=args.overlap)
-    settings, config = for_tracking(settings, args.track)
-    results, combined = evaluate_sequences(Predictor(handle.runner, settings, ctx.device), sequences, config,
+    sequences = find_sequences(data)  # before the model loads: a wrong folder fails at once
+    handle = load_model(weights, cfg, options, device)
+    settings, config = tracking_detector(handle, options, tracker, device, batch_size=EVALUATION.batch_size)
+    results, combined = evaluate_sequences(Predictor(handle.runner, settings, device), sequences, config,
                                            names=class_names(handle))
     print(format_table(results, combined))
-    run_dir = next_run_dir(args.project, args.name)
-    write_results(run_dir, results, combined, {"tracker": config.name, "weights": str(args.weights),
-                                               "data": str(args.data)})
+    run_dir = next_run_dir(project, name)
+    write_results(run_dir, results, combined, {"tracker": config.name, "weights": str(weights), "data": str(data)})
     print(f"results written to {run_dir}")
     return combined

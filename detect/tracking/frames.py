@@ -1,6 +1,6 @@
 """The frames of one source tracked in order (`Detector.track`): a video file, a webcam or a stream URL through
 detect.streams.reader, or a sequence of images (a folder's, sorted by name, or a list of paths or arrays) read
-like one.
+like one, frame by frame through frame_source.read_frames (numbered in the source; an unreadable image is a gap).
 
 `TrackStream` gives (frame, what `convert` makes of its tracked rows) per frame, like `FrameStream` gives
 detections, with the source's own tracker (SourceTracks) inside: `class_counts()` at the end.
@@ -8,17 +8,16 @@ detections, with the source's own tracker (SourceTracks) inside: `class_counts()
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from detect.data.images import IMAGE_SUFFIXES, BadImage, read_image
+from detect.data.images import IMAGE_SUFFIXES
 from detect.streams.reader import FrameStream, StreamStats, is_stream
 
+from .frame_source import Frame, read_frames, track_frame
 from .sources import SourceTracks
-
-log = logging.getLogger(__name__)
 
 
 def image_files(folder: str | Path) -> list[Path]:
@@ -36,46 +35,53 @@ def is_image_sequence(source) -> bool:
 
 
 class ImageFrames:
-    """`for index, frame in frames:` the images of a folder (sorted) or of a list, in order, as BGR arrays, with
-    what a FrameReader has (name, fps, stats, close). An image that cannot be decoded is skipped, named in a
-    warning and counted as dropped (as a stream's lost frame: its index is missing from the frames)."""
+    """The images of a folder (sorted) or of a list (paths or arrays), in order, as the frames of one source, with
+    what a FrameReader has (name, fps, stats, close). `items()`: (place, path or array, name) per image, for
+    frame_source.read_frames; iterating gives (place, BGR frame) of the readable ones (an image that cannot be
+    decoded is named in a warning, counted as dropped, and its place is missing from the frames)."""
 
     def __init__(self, source, fps: float | None = None):
-        self.items = list(source) if isinstance(source, (list, tuple)) else image_files(source)
-        self.name = f"{len(self.items)} images" if isinstance(source, (list, tuple)) else str(source)
+        self.images = list(source) if isinstance(source, (list, tuple)) else image_files(source)
+        self.name = f"{len(self.images)} images" if isinstance(source, (list, tuple)) else str(source)
         self.fps, self.stats = fps, StreamStats()
 
+    def items(self):
+        return ((place, item, self.name) for place, item in enumerate(self.images))
+
     def __iter__(self):
-        for index, item in enumerate(self.items):
-            if isinstance(item, np.ndarray):
-                frame = item
-            else:
-                try:
-                    frame = read_image(item)
-                except BadImage as e:
-                    log.warning("skipped frame %d of %s: %s: %s", index, self.name, item, e.detail)
-                    self.stats.dropped += 1
-                    continue
-            self.stats.read += 1
-            self.stats.processed += 1
-            yield index, frame
+        return ((f.number, f.image) for f in read_frames(self.items(), self.stats) if f.image is not None)
 
     def close(self) -> None:
         pass
 
 
+def source_frames(reader) -> Iterator[Frame]:
+    """The frames of an ImageFrames or a FrameReader through frame_source.read_frames, numbered in the source (a
+    live stream's dropped frames, an unreadable image: gaps)."""
+    if isinstance(reader, ImageFrames):
+        return read_frames(reader.items(), reader.stats)
+    return read_frames((index, image, reader.name) for index, image in reader)  # the reader counts its own
+
+
 class TrackStream(FrameStream):
-    """(frame, convert(tracked rows [k, 7])) per frame of `reader`; `detect([frame])` gives a frame's rows [n, 6]
-    (a Predictor), which the source's tracker (`tracks`) follows."""
+    """(frame, convert(tracked rows [k, 7])) per frame of `reader` (an ImageFrames or a FrameReader) that has an
+    image; `detect([frame])` gives a frame's rows [n, 6] (a Predictor), which the source's tracker (`tracks`)
+    follows, told each frame's number (frame_source.track_frame: a frame without an image is a gap)."""
 
     def __init__(self, reader, detect, tracks: SourceTracks, convert=lambda rows: rows, names=None):
-        super().__init__(reader, self._track)
+        super().__init__(reader, None)
         self.detect, self.tracks, self.convert, self.names = detect, tracks, convert, names
 
-    def _track(self, frame: np.ndarray):
-        # the frame's number in its source: frames a live stream dropped (or an unreadable image) are a gap the
-        # tracks move through
-        return self.convert(self.tracks.update(np.asarray(self.detect([frame])[0]), self.index))
+    def __iter__(self):
+        try:
+            for frame in source_frames(self.reader):
+                rows = track_frame(self.tracks, frame, None if frame.image is None else
+                                   np.asarray(self.detect([frame.image])[0]))
+                if rows is not None:
+                    self.index = frame.number
+                    yield frame.image, self.convert(rows)
+        finally:
+            self.reader.close()
 
     def class_counts(self) -> dict:
         """{class name (class id without names): distinct tracks of it} so far, each track counted as the class

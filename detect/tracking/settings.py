@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from detect.inference.handle import ModelHandle
+from detect.inference.options import PREDICT, InferenceOptions, build_settings
 from detect.inference.predictor import InferenceSettings
 
 from .config import TrackerConfig, tracker_config
@@ -19,3 +21,12 @@ def for_tracking(settings: InferenceSettings, tracker: str | TrackerConfig) -> t
     config = tracker_config(tracker) if isinstance(tracker, str) else tracker
     config = config.with_high(settings.thresholds)
     return replace(settings, conf=config.low, class_conf=None), config
+
+
+def tracking_detector(handle: ModelHandle, options: InferenceOptions, tracker: str | TrackerConfig, device,
+                      batch_size: int = PREDICT.batch_size) -> tuple[InferenceSettings, TrackerConfig]:
+    """The one detector of predict --track and val --track: `options` with predict's defaults (PREDICT: the
+    model's thresholds, IoU 0.45, 300 boxes; detect.inference.options.build_settings), then `for_tracking`.
+    Only the default `batch_size` is the tool's (val batches 32 frames), and a batch never changes a box."""
+    defaults = replace(PREDICT, batch_size=batch_size)
+    return for_tracking(build_settings(handle, options, defaults, device), tracker)

@@ -77,12 +77,16 @@ class TrackerBank:
     def __contains__(self, key) -> bool:
         return key in self.sources
 
+    def source(self, key, fps: float | None = None) -> SourceTracks:
+        """The tracks of source `key`, made on its first frame with the source's frame rate."""
+        if key not in self.sources:
+            self.sources[key] = SourceTracks(self.config, fps, self.trail_frames)
+        return self.sources[key]
+
     def update(self, key, rows, fps: float | None = None, index: int | None = None) -> np.ndarray:
         """Track the next frame of source `key` (rows [n, 6]; `index` its number in the source, SourceTracks.update);
         returns its tracked rows [k, 7]."""
-        if key not in self.sources:
-            self.sources[key] = SourceTracks(self.config, fps, self.trail_frames)
-        return self.sources[key].update(rows, index)
+        return self.source(key, fps).update(rows, index)
 
     def summary(self, names: list[str]) -> dict:
         """Distinct tracks per class name, per source and over all: the figures predict prints and writes."""

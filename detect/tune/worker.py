@@ -146,8 +146,16 @@ def objective(trial, opts: TuneOptions, attempt: Attempt, device_args=(), env=No
              f" (retry of {retry_of})" if retry_of is not None else "",
              " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()), run_dir)
 
+    reported = [0]  # the last epoch reported
+
     def report(epoch: int, fitness: float) -> None:
         trial.report(fitness, epoch)
+        reported[0] = epoch
+
+    def should_prune() -> bool:
+        # the last epoch is the run's end, not a stop: the trial completes with its best fitness (a pruned trial's
+        # value would be Optuna's, the last fitness)
+        return reported[0] < opts.epochs and trial.should_prune()
 
     done, note = read_fitness(run_dir / "results.csv") if resume else ([], "")
     if done and done[-1][0] >= opts.epochs:  # the interrupted run had finished: its rows are the result
@@ -157,7 +165,7 @@ def objective(trial, opts: TuneOptions, attempt: Attempt, device_args=(), env=No
     else:
         command = train_command(opts.nproc_per_trial, run_dir, hyp_file, opts.epochs, opts.train_args,
                                 device_args, resume=resume)
-        result = run_training(command, run_dir, report, trial.should_prune, env=env)
+        result = run_training(command, run_dir, report, should_prune, env=env)
         result_rows, stopped, code, note = result.rows, result.stopped, result.returncode, result.note
     trial.set_user_attr("epochs", result_rows[-1][0] if result_rows else 0)
     if stopped:

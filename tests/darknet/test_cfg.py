@@ -125,3 +125,42 @@ def test_any_multiple_of_max_stride_works_and_others_are_refused():
         assert model(torch.rand(1, 3, 64, 64)).shape == (1, 2 * 32 * 32, 10)  # not only the build size
     with pytest.raises(ValueError, match="not a multiple of the model's largest stride 2"):
         Darknet(text, img_size=33)
+
+
+@pytest.mark.parametrize("body, line, fragment", [
+    # a kernel of 10^16 weights per filter: torch's allocation failed with a RuntimeError traceback
+    ("[convolutional]\nfilters=16\nsize=100000000\npad=1\n", 7,
+     "layer 0 [convolutional]: filters=16 x 3 input channels x size=100000000x100000000 makes "
+     "480,000,000,000,000,000 weights, more than the 1,073,741,824 (4 GiB of float32) a layer may have: is "
+     "'size=100000000' a typo?"),
+    ("[convolutional]\nfilters=100000000\nsize=1\n", 6, "'filters=100000000' is more than 65536 (a typo?)"),
+    ("[connected]\noutput=60000\n", 6, "12288 inputs x output=60000 makes 737,280,000"),  # within the cap: passes
+    ("[connected]\noutput=65536\n[connected]\noutput=65536\n", 8, "65536 inputs x output=65536 makes 4,294,967,296"),
+    ("[convolutional]\nfilters=1" + "0" * 30 + "\n", 6, "out of range (an integer of at most 18 digits)"),
+])
+def test_layer_sizes_beyond_reason_are_refused_in_one_line(tmp_path, body, line, fragment):
+    path = _write(tmp_path, NET + body)
+    if "737,280,000" in fragment:  # a big but sane layer still builds
+        assert Darknet(path).input_size == (64, 64)
+        return
+    with pytest.raises(CfgError) as info:
+        Darknet(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}:{line}:") and fragment in message, message
+    assert "\n" not in message
+
+
+def test_a_huge_value_is_quoted_by_its_start_and_length_not_whole(tmp_path, caplog):
+    huge = "x" * 4_000_000
+    path = _write(tmp_path, NET + f"[convolutional]\nfilters=2\nnote={huge}\n")
+    with caplog.at_level(logging.WARNING, logger="detect.darknet.cfg"):
+        Darknet(path)
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert warning == f"{path}:7: [convolutional]: unused key 'note = {'x' * 60}... (4,000,000 characters)' (ignored)"
+    for text, fragment in ((f"[convolutional]\nfilters={huge}\n", "'filters=" + "x" * 60 + "... (4,000,000 "
+                                                                  "characters)': expected an integer"),
+                           (f"[convolutional]\nactivation={huge}\n", "unknown activation '" + "x" * 60 + "..."),
+                           (f"[route]\nlayers=-1,{huge}\n", "... (4,000,003 characters)': '" + "x" * 60 + "...")):
+        with pytest.raises(CfgError) as info:
+            Darknet(_write(tmp_path, NET + text))
+        assert fragment in str(info.value) and len(str(info.value)) < 1000, str(info.value)[:300]

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from detect.data.darknet_paths import label_file, replace_image_to_label
 from detect.data.darknet_source import COCO_IDS, darknet_coco_image_id
+from detect.data.label_location import label_file, replace_image_to_label
 from detect.data.sources import open_source
 from detect.data.spec import load_data_spec, read_class_names
 from tests.support.darknet_trees import write_lines, write_obj_data
@@ -55,8 +55,8 @@ def test_replace_image_to_label_is_darknets(image, label):
 
 def test_label_file_rules(tmp_path):
     assert label_file("data/obj/images/a.jpg", tmp_path, "alexeyab") == tmp_path / "data/obj/images/a.txt"
-    assert label_file("data/obj/images/a.jpg", tmp_path, "pjreddie") == tmp_path / "data/obj/labels/a.txt"
-    assert label_file("VOC/JPEGImages/a.jpg", tmp_path, "pjreddie") == tmp_path / "VOC/labels/a.txt"
+    assert label_file("data/obj/images/a.jpg", tmp_path, "darknet") == tmp_path / "data/obj/labels/a.txt"
+    assert label_file("VOC/JPEGImages/a.jpg", tmp_path, "darknet") == tmp_path / "VOC/labels/a.txt"
     assert label_file("data/a.tif", tmp_path, "alexeyab") == tmp_path / "data/a.txt"  # what the user meant
     assert label_file("/abs/JPEGImages/a.jpg", tmp_path, "alexeyab") == Path("/abs/labels/a.txt")
     assert label_file("VOC/JPEGImages/a.webp", tmp_path, "alexeyab") == tmp_path / "VOC/labels/a.txt"  # as a.jpg's
@@ -100,14 +100,16 @@ def test_paths_fall_back_to_the_naming_files_folder(darknet_root, tmp_path, monk
 
 
 def test_a_path_in_neither_place_names_the_file_the_line_and_both_places(darknet_root, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # data/obj.names is relative to darknet_root, neither here nor in data/
-    data = darknet_root / "data" / "obj.data"
+    monkeypatch.chdir(tmp_path)  # cfg/obj.names is relative to darknet_root, neither here nor in data/
+    write_lines(darknet_root / "cfg" / "obj.names", ["red", "green", "blue"])
+    data = write_obj_data(darknet_root / "data" / "cfg.data", classes=3, train="data/train.txt",
+                          names="cfg/obj.names")
     with pytest.raises(FileNotFoundError) as error:
         load_data_spec(data)
     assert str(error.value) == (
-        f"{data}:4: names file 'data/obj.names' not found: looked in the current directory, where Darknet opens "
-        f"it ({tmp_path}/data/obj.names), and in the folder of obj.data ({darknet_root}/data/data/obj.names). "
-        f"Correct line 4 of {data}, or run from the folder the path is relative to. It exists under "
+        f"{data}:3: names file 'cfg/obj.names' not found: looked in the current directory, where Darknet opens "
+        f"it ({tmp_path}/cfg/obj.names), and in the folder of cfg.data ({darknet_root}/data/cfg/obj.names). "
+        f"Correct line 3 of {data}, or run from the folder the path is relative to. It exists under "
         f"{darknet_root}: run from there (the folder Darknet ran from), or write the path relative to "
         f"{darknet_root}/data.")
     write_lines(darknet_root / "data" / "moved.txt", ["nowhere/a.jpg", "nowhere/b.jpg"])
@@ -176,8 +178,9 @@ def test_pjreddie_layout_images_to_labels(tmp_path, monkeypatch):
         source = open_split(data, cache=tmp_path / "cache")
     assert sum(len(r.classes) for r in source.records) == 6
     assert lists == [f"obj train: image paths of {root}/data/train.txt read as absolute paths",
-                     "obj train: labels by images/ -> labels/ (pjreddie's Darknet; AlexeyAB's rule finds no label "
-                     f"file beside these images), e.g. {root}/data/obj/labels/a.txt"]
+                     "obj train: labels by images/ -> labels/ (pjreddie's Darknet layout: the first images/ or "
+                     "JPEGImages/ folder); AlexeyAB's rule finds no label file beside these images, e.g. "
+                     f"{root}/data/obj/labels/a.txt"]
     for p in (root / "data" / "obj" / "labels").iterdir():
         p.unlink()
     with pytest.raises(ValueError, match=rf"obj train: 3 image\(s\) listed in {root}/data/train.txt but not one "
@@ -264,9 +267,9 @@ def test_val_and_predict_take_an_obj_data(darknet_root, tmp_path, capsys):
                          "--name", "p"]) == 0
     found = json.loads((tmp_path / "runs" / "p" / "json" / "a.json").read_text())["detections"]
     assert found and {d["name"] for d in found} <= {"x", "y", "z"}  # the obj.data's names, not the checkpoint's
-    write_lines(darknet_root / "data" / "obj.names", ["red"])
+    write_lines(darknet_root / "data" / "obj.names", ["purple"])  # a class the model lacks (detect.val: by name)
     write_obj_data(darknet_root / "data" / "one.data", train="data/train.txt", names="data/obj.names")
     assert val_main(["--data", "data/one.data", *common, "--workers", "0"]) == 2
-    assert "predicts 3 classes but data/one.data has 1" in capsys.readouterr().err
+    assert "data/one.data's class 0 'purple' is not a class of --weights" in capsys.readouterr().err
     assert predict_main(["--data", "data/one.data", *common, "--source", "data/obj/a.jpg"]) == 2
     assert "1 class names (--data data/one.data) but tiny.pt predicts 3 classes" in capsys.readouterr().err

@@ -91,6 +91,19 @@ def test_letterbox_resizes_into_a_grey_canvas_at_integer_offsets():
     assert np.array_equal(out[1:4], hwc(loop_resize(image.transpose(2, 0, 1).copy(), 6, 3)))
 
 
+def test_read_rgb_ignores_exif_as_darknet_and_applies_it_when_asked(tmp_path):
+    from tests.support.corpus import exif_rotated_jpeg
+
+    path = tmp_path / "exif.jpg"
+    path.write_bytes(exif_rotated_jpeg(h=40, w=60))  # stored 60 wide, orientation 6: 40 wide upright
+    assert read_rgb(path).shape == (40, 60, 3)
+    assert read_rgb(path, exif="apply").shape == (60, 40, 3)
+    with pytest.raises(ValueError, match="exif='apply' needs decoder='opencv'"):
+        read_rgb(path, decoder="stb", exif="apply")
+    with pytest.raises(ValueError, match="exif='upright': use 'ignore'"):
+        read_rgb(path, exif="upright")
+
+
 def test_read_rgb_names_a_missing_file_and_an_unknown_decoder(tmp_path):
     with pytest.raises(FileNotFoundError, match="missing.jpg"):
         read_rgb(tmp_path / "missing.jpg")

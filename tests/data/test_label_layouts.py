@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from detect.data.label_layouts import rule_path
+from detect.data.label_location import rule_path
 from detect.data.sources import open_source
 from detect.data.spec import spec_from_dict
 from tests.support.log_lines import log_lines

@@ -17,7 +17,8 @@ from tests.conftest import ROOT
 def test_spec_errors_name_the_file_and_key(tmp_path):
     f = tmp_path / "bad.yaml"
     f.write_text("format: coco\npath: .\ntrain: images\nval: images\n")
-    with pytest.raises(ValueError, match=r"bad.yaml: missing key\(s\) train_annotations, val_annotations"):
+    with pytest.raises(ValueError, match=r"bad.yaml: format coco takes `train` and `train_annotations` together \(the "
+                                         r"image folder and its json\), got only `train`; add `train_annotations`"):
         load_data_spec(f)
     f.write_text("format: pascal\n")
     with pytest.raises(ValueError, match="bad.yaml: `format` must be one of coco, yolo, voc, synthetic, got 'pascal'"):

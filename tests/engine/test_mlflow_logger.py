@@ -17,6 +17,7 @@ from detect import train as train_module
 from detect.engine.mlflow_logger import MlflowLogger, class_metric_keys, flatten, git_commit, metric_key
 from detect.engine.monitor import make_loggers
 from detect.engine.options import DEFAULT_CFG, parse_options
+from detect.engine.run_loggers import RunInfo
 from detect.engine.setup import build_trainer
 from detect.engine.trainer import Trainer
 from detect.runtime import dist
@@ -130,6 +131,79 @@ def test_a_stopped_run_is_killed_and_resume_continues_the_same_mlflow_run(tmp_pa
     assert resumed.data.tags["resumed.opts.resume"] == str(last)
 
 
+def test_resume_in_a_new_shell_continues_the_run_in_the_store_its_mlflow_json_records(tmp_path, tracked,
+                                                                                      monkeypatch):
+    """The first part logged with MLFLOW_TRACKING_URI set; `train.py --resume` in a new process without the variable,
+    from another folder: the same MLflow run gets the later epochs and ends FINISHED (it used to go to a new run in
+    ./mlflow.db, the first left KILLED)."""
+    class StopInEpoch2(StopAtStep):
+        stop_at = 2
+
+    name = tracked.experiment("new-shell")
+    monkeypatch.setattr(train_module, "build_trainer", lambda opts, ctx: build_trainer(opts, ctx, StopInEpoch2))
+    opts = tiny_options(tmp_path, epochs=2, plots=False, mlflow_experiment=name)  # the variable alone turns it on
+    assert run(opts, _ctx()).stop_requested
+    (stopped,) = tracked.runs(name)
+    assert stopped.info.status == "KILLED"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")} | {"OMP_NUM_THREADS": "1"}
+    last = tmp_path / "runs" / "t" / "last.pt"
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--resume", str(last)], cwd=elsewhere, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (resumed,) = tracked.runs(name)
+    assert resumed.info.run_id == stopped.info.run_id and resumed.info.status == "FINISHED"
+    assert [step for step, _ in tracked.history(resumed.info.run_id, "train/box_loss")] == [1, 2]
+    assert not (elsewhere / "mlflow.db").exists() and not (elsewhere / "mlruns").exists()
+
+
+def test_a_given_store_other_than_the_recorded_one_is_used_and_said_in_one_line(tmp_path, monkeypatch):
+    from detect.engine.mlflow_logger import RUN_FILE
+
+    (tmp_path / RUN_FILE).write_text(json.dumps({"tracking_uri": "sqlite:////old/place.db", "run_id": "abc"}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///new.db")
+    logger = MlflowLogger()
+    with log_lines("detect.engine.mlflow_logger") as lines:
+        assert logger._store(logger._recorded(tmp_path)) == "sqlite:///new.db"
+    assert lines == ["MLflow: MLFLOW_TRACKING_URI sqlite:///new.db is used, not the store sqlite:////old/place.db "
+                     "that this run's mlflow.json records (its run abc continues only if it is in sqlite:///new.db; "
+                     "unset the variable to go on in the recorded store)"]
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    assert logger._store(logger._recorded(tmp_path)) == "sqlite:////old/place.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///sub/../x.db")
+    (tmp_path / RUN_FILE).write_text(json.dumps({"tracking_uri": f"sqlite:///{tmp_path / 'x.db'}", "run_id": "a"}))
+    with log_lines("detect.engine.mlflow_logger") as lines:
+        logger._store(logger._recorded(tmp_path))
+    assert lines == []  # the same file, written another way: nothing to say
+
+
+def test_an_unreachable_tracking_server_is_one_warning_within_seconds_and_training_goes_on(tmp_path, monkeypatch):
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uri = f"http://127.0.0.1:{port}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    start = time.monotonic()
+    with log_lines("detect.engine.run_loggers") as lines:
+        loggers = make_loggers(tiny_options(tmp_path), tmp_path)
+        loggers.start(RunInfo(tmp_path, {}, {}, 1, resumed=False))
+    seconds = time.monotonic() - start
+    assert seconds < 30, seconds  # MLflow's client alone retried for about 4 minutes; designed for ~0 s (refused)
+    assert [type(logger).__name__ for logger in loggers.loggers] == ["ResultsCsv"]
+    (line,) = lines
+    assert line.startswith(f"MLflow logger failed in start (ConnectionError: the MLflow tracking server {uri} did "
+                           "not answer within 5 s (")
+    assert line.endswith("); check MLFLOW_TRACKING_URI or start the server); it is switched off for the rest of the "
+                         "run, training goes on")
+    state = run(tiny_options(tmp_path, epochs=1, max_batches=1, plots=False), _ctx())
+    assert state.epoch == 1
+
+
 def test_a_failed_run_is_failed_with_its_error_line_and_keeps_its_best_pt(tmp_path, tracked, monkeypatch):
     class FailInEpoch2(Trainer):
         def train_epoch(self):
@@ -179,8 +253,8 @@ def test_the_flag_without_the_package_is_one_clear_error_and_the_variable_alone_
     with log_lines("detect.engine.monitor") as lines:
         loggers = make_loggers(tiny_options(tmp_path), tmp_path)
     assert [type(logger).__name__ for logger in loggers.loggers] == ["ResultsCsv"]
-    assert lines == ['MLFLOW_TRACKING_URI is set but mlflow is not installed: this run is not logged to MLflow '
-                     '(pip install -e ".[mlflow]")']
+    assert lines == ['MLFLOW_TRACKING_URI is set (or the resumed run logged to MLflow) but mlflow is not installed: '
+                     'this run is not logged to MLflow (pip install -e ".[mlflow]")']
 
 
 @pytest.mark.slow

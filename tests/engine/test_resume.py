@@ -73,3 +73,23 @@ def test_an_early_stopped_run_is_not_resumed():
         resumed_options(TrainOptions(resume="x"), ckpt, Path("runs/x/last.pt"))
     ckpt["stopped_early"] = False
     assert resumed_options(TrainOptions(resume="x"), ckpt, Path("runs/x/last.pt")).epochs == 10
+
+
+def test_a_resume_with_another_world_size_says_it_is_not_exact(workdir, capsys):
+    """A run of 2 processes (its checkpoint holds 2 RNG states) resumed by `python train.py`: one process, so
+    the batches are dealt and accumulated differently; the log used to say only that the RNG streams start afresh,
+    while --resume promises an exact continuation."""
+    assert train_tiny("--epochs", "1") == 0
+    last = workdir / "work" / "runs" / "r" / "last.pt"
+    ckpt = torch.load(last, weights_only=True)
+    ckpt["rng"] = [ckpt["rng"][0], ckpt["rng"][0]]  # as torchrun --nproc_per_node=2 saves it
+    torch.save(ckpt, last)
+    _said(capsys)
+    assert train_tiny("--epochs", "2", "--resume", str(last)) == 0
+    said = _said(capsys)
+    # batch 4, nbs 8: 2 processes accumulated 1 micro-batch per step, one accumulates 2
+    assert ("this resume is not exact: the run trained as 2 processes x batch 4 x 1 accumulated and goes on as 1 "
+            "processes x batch 4 x 2 accumulated, so each epoch's batches are dealt differently and the random "
+            "streams differ; it will not reproduce the uninterrupted run (resume with 2 processes for that)") in said
+    assert train_tiny("--epochs", "3", "--resume", str(last)) == 0  # its own world size again: nothing said
+    assert "not exact" not in _said(capsys)

@@ -13,6 +13,7 @@ from detect.evaluation.coco import (
     sort_rows,
 )
 from detect.evaluation.evaluator import CocoEvaluator, evaluate
+from detect.inference.options import EVALUATION
 from tests.support.distributed import run_distributed
 
 NAMES = ["cat", "dog", "bird"]
@@ -145,7 +146,8 @@ def _evaluate_shard(rank, world_size, num_images, silent):
     torch.manual_seed(1234 + rank)  # different global RNG state per rank must not matter
     source = SyntheticSource(SIZES[:num_images])
     loader = SyntheticEvalLoader(source, batch_size=2, rank=rank, world_size=world_size)
-    result = evaluate(TinyDetector(silent=silent), loader, CocoEvaluator(source, conf_thres=0.01, iou_thres=0.6), "cpu")
+    result = evaluate(TinyDetector(silent=silent), loader, CocoEvaluator(source), "cpu",
+                      settings=EVALUATION.settings(conf=0.01))  # the Predictor's NMS, the evaluator scores
     return result.stats, [tuple(c.__dict__.values()) for c in result.per_class], result.num_images, \
         len(result.results)
 
@@ -184,3 +186,16 @@ def test_rank_without_images_and_no_detections_distributed():
     outputs = run_distributed(_evaluate_twice, 3, args=(3,))
     assert all(normal[0] == reference[0] and normal[2] == 3 for normal, _ in outputs)
     assert all(silent[0] == [0.0] * 12 and silent[2] == 3 for _, silent in outputs)
+
+
+def test_the_predictor_owns_nms_and_the_evaluator_only_scores():
+    """The evaluator ran its own NMS on the loader path (a second owner of the thresholds): now the Predictor's
+    settings alone decide the detections, and the evaluator takes no NMS setting."""
+    source = SyntheticSource(SIZES)
+    loader = SyntheticEvalLoader(source, batch_size=2, rank=0, world_size=1)
+    one_each = evaluate(TinyDetector(silent=False), loader, CocoEvaluator(source), "cpu",
+                        settings=EVALUATION.settings(conf=0.01, max_det=1))
+    assert np.bincount(one_each.rows[:, 0].astype(int)).max() == 1 and one_each.num_images == 7
+    assert one_each.timings["nms"] > 0  # the Predictor's postprocess, timed by the loop
+    with pytest.raises(TypeError):
+        CocoEvaluator(source, conf_thres=0.01)

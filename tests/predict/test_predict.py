@@ -10,7 +10,6 @@ import torch
 
 from detect.data.images import read_image as read_image_file
 from detect.data.spec import read_class_names as read_names
-from detect.inference.loading import load_model_file
 from detect.inference.predictor import InferenceSettings, Predictor
 from detect.predict import main, parse_args
 from tests.support.log_lines import log_lines
@@ -238,15 +237,16 @@ def recorded(monkeypatch):
     import dataclasses
 
     import detect.predict.cli
+    from detect.inference.options import load_model
 
     models = []
 
     def load(*args, **kwargs):
-        handle = load_model_file(*args, **kwargs)
+        handle = load_model(*args, **kwargs)
         models.append(_Recording(handle.runner))
         return dataclasses.replace(handle, runner=models[-1])
 
-    monkeypatch.setattr(detect.predict.cli, "load_model_file", load)
+    monkeypatch.setattr(detect.predict.cli, "load_model", load)
     return models
 
 

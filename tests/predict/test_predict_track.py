@@ -4,6 +4,7 @@ batches (each its own tracker), and the flag errors."""
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -108,9 +109,8 @@ def test_drawn_frames_show_the_trails_of_this_frames_tracks_only():
     assert not (np.abs(out[90:110, 140:180].astype(int) - track_colour(2)).sum(-1) < 30).any()
 
 
-def test_an_unreadable_image_keeps_its_frame_number_and_sources_of_one_name_stay_apart(tmp_path):
-    from pathlib import Path
-
+def test_an_unreadable_image_is_a_gap_and_sources_of_one_name_stay_apart(tmp_path, capsys):
+    from detect.data.images import BadImage
     from detect.predict.inputs import Input
     from detect.predict.tracks import Tracking
     from detect.tracking.config import TrackerConfig
@@ -118,20 +118,94 @@ def test_an_unreadable_image_keeps_its_frame_number_and_sources_of_one_name_stay
     tracking = Tracking(TrackerConfig(), tmp_path, ["thing"], "data", save_mot=True)
     image = np.zeros((64, 64, 3), np.uint8)
     box = np.array([[10.0, 10.0, 30.0, 30.0, 0.9, 0.0]])
-    for name in ("000001", "000002", "000003", "000004"):
-        item = Input(Path(f"data/{name}.jpg"), f"{name}.jpg", name)
-        if name == "000003":  # could not be decoded
-            tracking.missing_image(item)
-            continue
-        _, _, save = tracking.image(item, box, image)
-        save()
+    unreadable = BadImage("undecodable", "not an image")
+    items = [(Input(Path(f"data/{name}.jpg"), f"{name}.jpg", name), unreadable if name in ("000003", "000005")
+              else image) for name in ("000001", "000002", "000003", "000004", "000005")]
+    for (item, _), frame in zip(items, tracking.frames(items)):
+        if frame.image is not None:  # predict skips an unreadable image; its tracker never sees it
+            tracking.image(item, frame, box)[2]()
     frames = [int(line.split(",")[0]) for line in (tmp_path / "mot" / "data.txt").read_text().splitlines()]
     assert frames == [1, 2, 4]  # not 1, 2, 3
     # a video data/data.mp4 beside the images of data/: its own tracker and its own MOT file
     assert tracking.video_key("data") == "data-2" and tracking.video_key("data") == "data-2"
-    tracking.frame(tracking.video_key("data"), box, image)
-    assert tracking.bank["data"].frames == 4 and tracking.bank["data-2"].frames == 1
+    tracking.frame(tracking.video_key("data"), box, image, index=0)
+    tracking.frame(tracking.video_key("data"), box, image, index=3)  # a stream's frames 1 and 2 were dropped
+    assert tracking.bank["data"].frames == 3 and tracking.bank["data"].tracker.frame == 4
+    sources = tracking.finish()["sources"]
+    assert [(s["source"], s["frames"], s["dropped"]) for s in sources] == [("data", 3, 2), ("data-2", 2, 2)]
+    out = capsys.readouterr().out
+    assert "tracks data: 1 thing (1 tracks over 3 frames, 2 dropped)" in out
+    assert json.loads((tmp_path / "tracks.json").read_text())["sources"][0]["dropped"] == 2
     # the images a glob names are one sequence, "images"
     glob_tracking = Tracking(TrackerConfig(), tmp_path, ["thing"], "data/*.jpg")
-    glob_tracking.image(Input(Path("data/a.jpg"), "a.jpg", "a"), box, image)
+    item = Input(Path("data/a.jpg"), "a.jpg", "a")
+    glob_tracking.image(item, next(glob_tracking.frames([(item, image)])), box)
     assert "images" in glob_tracking.bank
+
+
+@pytest.mark.parametrize("kind", ["folder", "video"])
+def test_ctrl_c_ends_a_tracking_run_with_its_tracks_written(tmp_path, kind):
+    """SIGINT once a few frames are written (a real process): the tracks so far are printed and in tracks.json,
+    the MOT file and the frames' outputs are whole, the video plays, exit 130 with one line and no traceback."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import cv2
+
+    from tests.support.val_data import write_tiny_checkpoint
+
+    frames = []  # far more frames than are processed before the signal, however busy the machine
+    for i in range(1000):
+        frame = np.full((48, 64, 3), 40, np.uint8)
+        cv2.rectangle(frame, (i % 40, 10), (i % 40 + 20, 30), (0, 200, 0), -1)
+        frames.append(frame)
+    if kind == "folder":
+        source = tmp_path / "clip"
+        source.mkdir()
+        for i, frame in enumerate(frames):
+            cv2.imwrite(str(source / f"{i:05d}.png"), frame)
+    else:
+        source = tmp_path / "clip.mp4"
+        writer = cv2.VideoWriter(str(source), cv2.VideoWriter_fourcc(*"mp4v"), 25, (64, 48))
+        for frame in frames:
+            writer.write(frame)
+        writer.release()
+    run = tmp_path / "runs" / "t"
+    root = Path(__file__).resolve().parents[2]
+    with open(tmp_path / "out.txt", "w") as out, open(tmp_path / "err.txt", "w") as err:  # no pipe to fill up
+        process = subprocess.Popen([sys.executable, "-m", "detect.predict", "--weights",
+                                    str(write_tiny_checkpoint(tmp_path)), "--source", str(source), "--img", "64",
+                                    "--conf", "0.01", "--device", "cpu", "--track", "--save-mot", "--project",
+                                    str(tmp_path / "runs"), "--name", "t"], cwd=root, stdout=out, stderr=err)
+        try:
+            deadline = time.monotonic() + 240
+            while len(list((run / "json").glob("*.json"))) < 3:  # a few frames written: mid-run
+                assert process.poll() is None, (tmp_path / "err.txt").read_text()
+                assert time.monotonic() < deadline, "predict wrote no frames in time"
+                time.sleep(0.05)
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=120)
+        finally:
+            process.kill()
+    stdout, stderr = (tmp_path / "out.txt").read_text(), (tmp_path / "err.txt").read_text()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    assert stdout.splitlines()[-1] == f"interrupted (Ctrl-C): what was written so far is in {run}"
+    written = len(list((run / "json").glob("*.json")))
+    assert 3 <= written < 1000 and not list(run.rglob("*.tmp"))
+    summary = json.loads((run / "tracks.json").read_text())
+    (source_summary,) = summary["sources"]
+    assert source_summary["source"] == "clip" and source_summary["frames"] in (written, written + 1)
+    assert "tracks clip: " in stdout and f"tracks over {source_summary['frames']} frames" in stdout
+    lines = (run / "mot" / "clip.txt").read_text().splitlines()
+    assert lines and all(MOT_LINE.match(line) for line in lines)
+    assert max(int(line.split(",")[0]) for line in lines) <= written  # frames from 1
+    if kind == "video":  # released: the mp4 plays to its last written frame
+        capture = cv2.VideoCapture(str(run / "clip.mp4"))
+        count = 0
+        while capture.read()[0]:
+            count += 1
+        assert count == written
+        assert re.search(rf"video 1/1 {re.escape(str(source))}: frames read \d+, processed \d+", stdout)

@@ -10,7 +10,7 @@ import pytest
 
 from detect.bench.track_data import write_sequence
 from detect.tracking.config import TrackerConfig
-from detect.tracking.evaluate import evaluate_sequences, format_table, write_results
+from detect.tracking.evaluate import evaluate_sequences, format_table, track_sequence, write_results
 from detect.tracking.mot import find_sequences, parse_mot
 from detect.val import main as val_main
 from tests.support.log_lines import log_lines
@@ -64,16 +64,39 @@ def test_an_unreadable_frame_and_one_past_the_images_are_missed_frames_not_a_cra
         f.write("6,1,4,4,20,20,1,1,1\n")  # frame 6 has ground truth but no image
     (seq / "seqinfo.ini").write_text("[Sequence]\nname=still\nimDir=img1\nframeRate=30\nseqLength=6\nimExt=.jpg\n")
     predictor = RowsPredictor([frames[0], *frames[2:]], batch_size=4)
-    with log_lines("detect.tracking.evaluate") as lines:
+    with log_lines("detect.tracking") as lines:
         results, _ = evaluate_sequences(predictor, find_sequences(tmp_path / "MOT"), TrackerConfig(),
                                         progress=lambda line: None)
     assert predictor.calls == [3, 1]  # frames 1, 3, 4, then 5
     assert lines[0] == "scoring still: class-agnostic, conf-0 boxes ignored"
-    assert "no image of 1 of its 6 frames" in lines[1] and "frame 2, " in lines[2] and "000002.jpg" in lines[2]
+    assert "no image of 1 of its 6 frames" in lines[1]
+    assert lines[2] == (f"frame 2 of still, {seq / 'img1' / '000002.jpg'}: not an image OpenCV can decode "
+                        f"(10 bytes); a gap the tracks age through")
     s = results[0].scores
     # object 1 missed in frames 2 and 6, object 2 at its first sighting (3); object 1 keeps its id over the gap
     assert (s.gt_boxes, s.false_negatives, s.false_positives, s.id_switches) == (9, 3, 0, 0)
     assert s.mota == pytest.approx(6 / 9)
+
+
+def test_an_unreadable_frame_is_a_gap_the_tracks_age_through(tmp_path):
+    """Object 2 is first seen in frame 3 (a track not yet confirmed), frame 4 cannot be read, frame 5 sees it
+    again: its track goes on through the gap and is confirmed in frame 5 (an empty frame 4 would have ended it,
+    and frame 5 would have started it over, unconfirmed)."""
+    seq, frames = _write_still_sequence(tmp_path / "MOT")
+    (seq / "img1" / "000004.jpg").write_bytes(b"not a jpeg")
+    predictor = RowsPredictor([frames[0], frames[1], frames[2], frames[4]])
+    tracks = track_sequence(predictor, find_sequences(tmp_path / "MOT")[0], TrackerConfig())
+    assert sorted(set(tracks.frames[tracks.ids == 3].tolist())) == [5]  # object 2, tracked from frame 5
+    assert 4 not in tracks.frames.tolist()
+
+
+def test_frames_numbered_like_timestamps_follow_on_without_a_seqlength(tmp_path):
+    seq, frames = _write_still_sequence(tmp_path / "MOT")
+    for n in range(5, 0, -1):  # 000001.jpg -> 001000.jpg ... : no seqLength, so no 999 frames between them
+        (seq / "img1" / f"{n:06d}.jpg").rename(seq / "img1" / f"{1000 * n:06d}.jpg")
+    tracks = track_sequence(RowsPredictor(frames), find_sequences(tmp_path / "MOT")[0], TrackerConfig())
+    assert sorted(set(tracks.frames.tolist())) == [1000, 2000, 3000, 4000, 5000]
+    assert tracks.ids[tracks.frames == 5000].tolist() == [1, 2, 3]  # the tracks held over the steps of 1000
 
 
 def test_a_motchallenge_sequence_tracks_the_person_class_and_needs_one(tmp_path):
