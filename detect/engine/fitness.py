@@ -25,6 +25,11 @@ def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, str
     loader = build_eval_loader(val_source, "val", img_size, batch_size, workers, stride, ctx.rank, ctx.world_size,
                                cache_dir=cache_dir, cache=cache, resize=resize)
     evaluator = CocoEvaluator(val_source, backend=backend, metric="coco" if metric == "darknet" else metric)
+    if metric == "darknet" and ctx.rank == 0:  # Darknet reads EXIF-rotated photos sideways: say so once
+        from detect.evaluation.darknet_eval import warn_exif_rotated
+
+        warn_exif_rotated(val_source, "ignore", "the COCO mAP beside it reads them upright, and `detect.val "
+                          "--metric darknet --exif apply` gives Darknet's figure with the orientation applied")
 
     def run(model):
         result = evaluate(model, loader, evaluator, ctx.device, channels_last=uses_channels_last(ctx.device))

@@ -82,9 +82,12 @@ def exif_rotated_paths(source) -> list[str]:
     return sorted(r.path for r in source.records if r.path in rotated)
 
 
-def warn_exif_rotated(source, exif: str) -> None:
+APPLY_HINT = "--exif apply gives the figure with the orientation applied"
+
+
+def warn_exif_rotated(source, exif: str, apply_hint: str = APPLY_HINT) -> None:
     """One line about the split's EXIF-rotated photos: Darknet reads them sideways (--exif ignore, its figure), or
-    they are read upright (--exif apply)."""
+    they are read upright (--exif apply). `apply_hint`: how the caller's user gets the upright figure."""
     rotated = exif_rotated_paths(source)
     if not rotated:
         return
@@ -95,8 +98,7 @@ def warn_exif_rotated(source, exif: str) -> None:
                  "them as stored, sideways or flipped)", what)
         return
     log.warning("--metric darknet: %s; Darknet ignores EXIF, so this figure, as Darknet's own, is computed on their "
-                "stored pixels (sideways or flipped) against labels drawn on the upright images; --exif apply gives "
-                "the figure with the orientation applied", what)
+                "stored pixels (sideways or flipped) against labels drawn on the upright images; %s", what, apply_hint)
 
 
 @dataclass(frozen=True)

@@ -88,3 +88,22 @@ def test_exif_goes_with_the_darknet_metric_only(capsys):
         val_main(["--weights", "w.pt", "--data", "d.yaml", "--exif", "apply"])
     assert exit_info.value.code == 2
     assert "--exif apply goes with --metric darknet" in capsys.readouterr().err
+
+
+def test_training_with_the_darknet_metric_says_so_too(splits, tmp_path, monkeypatch):
+    """train --metric darknet follows Darknet's figure, so it warns as detect.val does, pointing at the flag."""
+    from types import SimpleNamespace
+
+    from detect.data.loader import open_split
+    from detect.data.spec import load_data_spec
+    from detect.engine.fitness import make_evaluator
+
+    monkeypatch.setenv("DETECT_CACHE", str(tmp_path / "cache"))
+    source = open_split(load_data_spec(splits["rotated"]), "val", None)
+    ctx = SimpleNamespace(rank=0, world_size=1, device="cpu")
+    with log_lines("detect.val") as lines:
+        assert make_evaluator(source, 416, 2, 0, 32, ctx, metric="darknet") is not None
+    warnings = [line for line in lines if "EXIF" in line]
+    assert len(warnings) == 1 and f"{IMAGES} of the {IMAGES} images" in warnings[0]
+    assert warnings[0].endswith("`detect.val --metric darknet --exif apply` gives Darknet's figure with the "
+                                "orientation applied")
