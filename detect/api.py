@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from detect.data.images import BadImage, read_image
+from detect.data.records.images import BadImage, read_image
 from detect.inference.loading import API, class_names
 from detect.inference.options import API_DEFAULTS, InferenceOptions, build_settings, load_model
 from detect.inference.predictor import InferenceSettings, Predictor, check_ranges

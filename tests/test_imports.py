@@ -29,6 +29,14 @@ LAYERS = (
     ("api", "train", "val", "predict", "bench", "tune"),  # entry points
 )
 ENTRY_LAYER = len(LAYERS) - 1
+# Inside `detect.data`, the pipeline's stages by the same rule: what each image is (records, caches, image
+# files), read from its format or changed by augmentation, sampled per rank or made into datasets, and the loaders on top.
+DATA_LAYERS = (
+    ("records",),
+    ("formats", "augmentation"),
+    ("sampling", "datasets"),
+    ("loader",),
+)
 
 
 def package_modules(root: Path, package: str) -> dict[str, Path]:
@@ -150,22 +158,26 @@ def test_detect_imports_run_one_way():
     assert not cycles, f"import cycles in {PACKAGE} (each imports the next, the last the first):\n{listing}"
 
 
-def unit_of(module: str) -> str:
-    """The layer unit of a module: the package (or top-level module) right under `detect`; `detect` itself."""
+def unit_of(module: str, package: str = PACKAGE) -> str:
+    """The layer unit of a module: the package (or module) right under `package`; `package` itself."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else parts[0]
+    depth = package.count(".") + 1
+    return parts[depth] if len(parts) > depth else package
 
 
-def layer_violations(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
-    """Every import edge that goes up a layer, sideways between two units of one layer (outside the entry
-    layer), or to a unit no layer names."""
+def layer_violations(graph: dict[str, set[str]], layers=LAYERS, package: str = PACKAGE) -> list[str]:
+    """Every import edge within `package` that goes up a layer, sideways between two units of one layer
+    (outside the top layer), or to a unit no layer names."""
     layer = {u: i for i, units in enumerate(layers) for u in units}
     top = len(layers) - 1
+    inside = package + "."
     bad = []
     for a in sorted(graph):
         for b in sorted(graph[a]):
-            ua, ub = unit_of(a), unit_of(b)
-            if ua == ub or ua == PACKAGE:  # within a unit; the root package only re-exports lazily
+            if not (a.startswith(inside) and b.startswith(inside)):
+                continue
+            ua, ub = unit_of(a, package), unit_of(b, package)
+            if ua == ub or ua == package:  # within a unit; a package's __init__ only re-exports lazily
                 continue
             if ua not in layer or ub not in layer:
                 bad.append(f"{a} -> {b}: {ua if ua not in layer else ub} is in no layer")
@@ -177,11 +189,11 @@ def layer_violations(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
 
 
 def test_layer_rule_finds_upward_sideways_and_unknown_imports():
-    graph = {"detect.runtime.log": {"detect.engine.loss"}, "detect.darknet.model": {"detect.data.spec"},
+    graph = {"detect.runtime.log": {"detect.engine.loss"}, "detect.darknet.model": {"detect.data.formats.spec"},
              "detect.engine.loss": {"detect.runtime.log", "detect.misc.x"}, "detect.val": {"detect.api"},
              "detect.api": {"detect.darknet.model"}}
     assert layer_violations(graph) == [
-        "detect.darknet.model -> detect.data.spec: darknet and data share layer 2, which keeps them apart",
+        "detect.darknet.model -> detect.data.formats.spec: darknet and data share layer 2, which keeps them apart",
         "detect.engine.loss -> detect.misc.x: misc is in no layer",
         "detect.runtime.log -> detect.engine.loss: runtime (layer 1) imports from above (6)"]
 
@@ -189,6 +201,15 @@ def test_layer_rule_finds_upward_sideways_and_unknown_imports():
 def test_detect_packages_import_only_lower_layers():
     bad = layer_violations(import_graph())
     assert not bad, "imports against the layers (tests/test_imports.py LAYERS):\n" + "\n".join(bad)
+
+
+def test_data_stages_import_only_earlier_stages():
+    """detect/data/ shows the pipeline: records, then formats and augmentation, sampling and datasets, the loaders."""
+    bad = layer_violations(import_graph(), DATA_LAYERS, package=f"{PACKAGE}.data")
+    assert not bad, "imports against the data stages (tests/test_imports.py DATA_LAYERS):\n" + "\n".join(bad)
+    units = {p.stem for p in (ROOT / PACKAGE / "data").iterdir() if p.suffix == ".py" and p.stem != "__init__"}
+    units |= {p.name for p in (ROOT / PACKAGE / "data").iterdir() if (p / "__init__.py").is_file()}
+    assert units == {u for layer in DATA_LAYERS for u in layer}
 
 
 def test_the_top_of_detect_is_packages_and_entry_points_only():
@@ -201,7 +222,7 @@ def test_the_top_of_detect_is_packages_and_entry_points_only():
 
 
 def test_packages_import_torch_and_opencv_only_when_a_name_needs_them():
-    code = ("import sys, detect, detect.data, detect.darknet, detect.data.spec; "
+    code = ("import sys, detect, detect.data, detect.darknet, detect.data.formats.spec; "
             "print(sorted({'torch', 'cv2'} & set(sys.modules)))")
     heavy = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert heavy.stdout.strip() == "[]", f"importing the packages imported {heavy.stdout.strip()}"
@@ -210,5 +231,5 @@ def test_packages_import_torch_and_opencv_only_when_a_name_needs_them():
     from detect.data import DatasetSource, build_train_loader
 
     assert Darknet.__module__ == "detect.darknet.model" and callable(build_train_loader) and callable(save_pt)
-    assert DatasetSource.__module__ == "detect.data.sources" and issubclass(CfgError, ValueError)
+    assert DatasetSource.__module__ == "detect.data.formats.sources" and issubclass(CfgError, ValueError)
     assert callable(load_weights)

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from detect.data.cache import SplitLabels, cached_labels
-from detect.data.records import BadInputReport, ImageRecord
+from detect.data.records.cache import SplitLabels, cached_labels
+from detect.data.records.records import BadInputReport, ImageRecord
 from detect.runtime import dist
 from tests.support.distributed import run_distributed
 

@@ -203,7 +203,7 @@ def test_training_on_a_class_subset_and_as_one_class(tmp_path):
     common = ["--data", opts.data, "--hyp", opts.hyp, "--img-size", "64", "--batch-size", "4", "--epochs", "1",
               "--max-batches", "1", "--workers", "0", "--project", opts.project, "--device", "cpu", "--no-plots",
               "--cache-dir", opts.cache_dir]
-    with log_lines("detect.data.class_selection") as lines:
+    with log_lines("detect.data.formats.class_selection") as lines:
         assert train_main([*common, "--name", "subset"]) == 0
     assert any("classes triangle, circle" in line and "class_not_chosen" in line for line in lines), lines
     loaded = load_model(weights=Path(opts.project) / "subset" / "last.pt")

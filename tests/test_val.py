@@ -75,7 +75,7 @@ def test_val_scores_only_the_boxes_the_report_kept(tmp_path, capsys):
                                  (12, 1, [-30, -30, 10, 10]), (10, 9, [5, 5, 10, 10]), (99, 1, [5, 5, 10, 10])])]
     (tmp_path / "data" / "val.json").write_text(json.dumps(data))
     capsys.readouterr()
-    with log_lines("detect.data.cache") as lines:
+    with log_lines("detect.data.records.cache") as lines:
         assert main(val_args(spec, weights, tmp_path, "--name", "bad")) == 0
     clean, bad = (json.loads((tmp_path / "runs" / name / "metrics.json").read_text()) for name in ("clean", "bad"))
     assert sum(c["instances"] for c in bad["per_class"]) == 6
@@ -189,7 +189,7 @@ def test_val_cache_dir_engine_and_image_cache(tmp_path, monkeypatch, capsys):
 
 
 def test_the_default_cache_is_the_users_not_the_source_trees(tmp_path, monkeypatch):
-    from detect.data.spec import default_cache_dir
+    from detect.data.formats.spec import default_cache_dir
 
     monkeypatch.delenv("DETECT_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))

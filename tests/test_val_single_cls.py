@@ -8,9 +8,9 @@ import pytest
 import torch
 from torchvision.ops import batched_nms
 
-from detect.data.class_selection import SINGLE_CLASS_ID
+from detect.data.formats.class_selection import SINGLE_CLASS_ID
 from detect.data.loader import build_eval_loader, open_split
-from detect.data.spec import load_data_spec
+from detect.data.formats.spec import load_data_spec
 from detect.evaluation.coco import coco_evaluate, rows_to_results, sort_rows
 from detect.inference.loading import load_model_file
 from detect.inference.postprocess import scale_to_original

@@ -58,7 +58,7 @@ def measure_ours(spec_path: str, img: int, batch: int, workers: int, batches: in
                  cache: str | None = None, buffer_images: int | None = None) -> dict:
     import gc
 
-    from detect.data.augment_config import AugmentConfig
+    from detect.data.augmentation.augment_config import AugmentConfig
     from detect.data.loader import build_train_loader
 
     tick = time.perf_counter()

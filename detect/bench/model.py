@@ -24,7 +24,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from detect.darknet import Darknet
 from detect.darknet.load import for_inference, load_model
-from detect.data.images import IMAGE_SUFFIXES, BadImage, read_image
+from detect.data.records.images import IMAGE_SUFFIXES, BadImage, read_image
 from detect.inference.loading import model_resize
 from detect.inference.predictor import (
     InferenceSettings,

@@ -125,7 +125,7 @@ def stage_cache(spec: Path, cache_dir: Path) -> dict:
 
 
 def stage_loader(spec: Path, cache_dir: Path, args, rank: int, world: int) -> dict:
-    from detect.data.augment_config import AugmentConfig
+    from detect.data.augmentation.augment_config import AugmentConfig
     from detect.data.loader import build_train_loader
 
     loader = build_train_loader(spec, args.img, args.batch, AugmentConfig(), args.workers, 32, rank, world, 0,

@@ -52,9 +52,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 def photo_sequences(spec_path: str, count: int, frames: int, prefix: str, named=()) -> list:
     """Pans over the `count` photos of the spec's val split with the most objects of at least 1% of the photo,
     and over those `named` (file names)."""
-    from detect.data.images import read_image
+    from detect.data.records.images import read_image
     from detect.data.loader import open_split
-    from detect.data.spec import load_data_spec
+    from detect.data.formats.spec import load_data_spec
 
     try:
         records = open_split(load_data_spec(spec_path), "val").records

@@ -135,7 +135,7 @@ def _record(source) -> dict | None:
 
 
 def trained_resize(source: dict | str | Path | None) -> str | None:
-    """How a `.pt` was trained to see images (detect.data.resize_modes): the mode its run recorded (opts'
+    """How a `.pt` was trained to see images (detect.data.augmentation.resize_modes): the mode its run recorded (opts'
     `resize`, or the top-level `resize` of a weights-only file), `letterbox` for a `.pt` from before the record
     (this project trained that way only), None for Darknet weights or no file (the cfg's `letter_box` says).
     `source`: the file, or its `checkpoint_record`."""

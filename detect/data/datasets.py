@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, default_collate
 
-from detect.data.augment import (
+from detect.data.augmentation.augment import (
     PAD_VALUE,
     draw_hsv_gains,
     draw_mix_ratio,
@@ -24,17 +24,17 @@ from detect.data.augment import (
     letterbox_place,
     letterbox_resize,
 )
-from detect.data.augment_config import AugmentConfig
-from detect.data.device_augment import DeviceSample, collate_device
-from detect.data.images import load_image, load_image_for_size, resize_long_side
-from detect.data.resize_modes import TRAIN_RESIZE_MODES, check_resize_mode, stretch, stretch_ratio
-from detect.data.sample_plan import (
+from detect.data.augmentation.augment_config import AugmentConfig
+from detect.data.augmentation.device_augment import DeviceSample, collate_device
+from detect.data.records.images import load_image, load_image_for_size, resize_long_side
+from detect.data.augmentation.resize_modes import TRAIN_RESIZE_MODES, check_resize_mode, stretch, stretch_ratio
+from detect.data.augmentation.sample_plan import (
     GeometryPlan,
     SamplePlan,
     paint_sample,
     plan_geometry,
 )
-from detect.data.sources import DatasetSource
+from detect.data.formats.sources import DatasetSource
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class TrainDataset(Dataset):
         # stretch: every image (alone or a mosaic tile) first fills img_size x img_size, as Darknet trains;
         # stretch-single: only the images that are not mosaic tiles
         self.resize = check_resize_mode(resize, "resize", TRAIN_RESIZE_MODES)
-        self.image_cache = image_cache  # detect.data.image_cache.ImageCache of decode_resized's outputs, or None
+        self.image_cache = image_cache  # detect.data.records.image_cache.ImageCache of decode_resized's outputs, or None
         self.records = source.records
         self.img_size = int(img_size)
         self.augment = augment
@@ -158,7 +158,7 @@ class TrainDataset(Dataset):
             self.records[index].path
 
     def plan(self, epoch: int, index: int, batch=None, draw: int = 0) -> SamplePlan:
-        """Every draw of sample (epoch, index) and its boxes (detect.data.sample_plan), no pixel painted yet."""
+        """Every draw of sample (epoch, index) and its boxes (detect.data.augmentation.sample_plan), no pixel painted yet."""
         # Every draw comes from this one generator, in a fixed order, and a draw for an augmentation that is off
         # is not made (so a new key at 0 leaves the samples of earlier runs as they were). `draw` k > 0: the k-th
         # repeat of this image in the epoch (repeat-factor sampling) gets a stream of its own.

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from detect.data.augment_config import AugmentConfig
+from detect.data.augmentation.augment_config import AugmentConfig
 from detect.data.datasets import (
     EvalDataset,
     TrainDataset,
@@ -32,17 +32,17 @@ from detect.data.datasets import (
     collate_train_device,
     worker_init,
 )
-from detect.data.repeat_sampling import RepeatFactors
-from detect.data.resize_modes import network_canvas
-from detect.data.samplers import (
+from detect.data.sampling.repeat_sampling import RepeatFactors
+from detect.data.augmentation.resize_modes import network_canvas
+from detect.data.sampling.samplers import (
     EpochKeyedBatchSampler,
     ShardedBatchSampler,
     eval_batches,
     train_batch_sampler,
 )
-from detect.data.sources import DatasetSource, open_source
-from detect.data.spec import DataSpec, default_cache_dir, load_data_spec
-from detect.data.synthetic import SyntheticConfig, ensure_synthetic
+from detect.data.formats.sources import DatasetSource, open_source
+from detect.data.formats.spec import DataSpec, default_cache_dir, load_data_spec
+from detect.data.formats.synthetic import SyntheticConfig, ensure_synthetic
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class TrainLoader:
 
 def attach_image_cache(source, dataset, img_size: int, kind: str, mode: str, cache_dir):
     """The split's image cache (collective), built from the dataset's own decode_resized."""
-    from detect.data.image_cache import open_image_cache
+    from detect.data.records.image_cache import open_image_cache
 
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     label = f"{Path(str(source.spec.path or 'data')).name}-{source.split}"
@@ -156,11 +156,11 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
     mosaic partners.
     `max_batches` caps the batches per epoch; `epochs` ends the stream after that many (workers do not assemble
     batches of an epoch that will never run). `cache` ("ram" | "disk"): decoded images kept between epochs
-    (detect.data.image_cache); the samples are the same bit for bit. `repeat_thresh` (t): repeat-factor
-    sampling (detect.data.repeat_sampling), images of classes in fewer than a fraction t of the images
+    (detect.data.records.image_cache); the samples are the same bit for bit. `repeat_thresh` (t): repeat-factor
+    sampling (detect.data.sampling.repeat_sampling), images of classes in fewer than a fraction t of the images
     appear more often in an epoch; None: every image once per epoch. `on_device`: batches are
-    detect.data.device_augment.DeviceBatch (workers plan the samples and send their source pixels; the trainer
-    paints them on its device with detect.data.device_paint); the boxes are the same.
+    detect.data.augmentation.device_augment.DeviceBatch (workers plan the samples and send their source pixels; the trainer
+    paints them on its device with detect.data.augmentation.device_paint); the boxes are the same.
     """
     if img_size % stride:
         raise ValueError(f"image size {img_size} must be a multiple of the model's stride {stride}")
@@ -194,7 +194,7 @@ def build_eval_loader(spec, split: str, img_size: int, batch_size: int, workers:
                       world_size: int, rect: bool = True, cache_dir=None, cache: str | None = None,
                       resize: str = "letterbox", net_shape: tuple[int, int] | None = None) -> DataLoader:
     """Batches of this rank's share, letterboxed (or stretched onto the network's shape: square, or a
-    Darknet-trained non-square `net_shape`, detect.data.resize_modes.network_canvas, into which a letterbox fits
+    Darknet-trained non-square `net_shape`, detect.data.augmentation.resize_modes.network_canvas, into which a letterbox fits
     the image too): whole batches dealt round-robin over the whole split."""
     source = open_split(spec, split, cache_dir)
     sizes = [(r.width, r.height) for r in source.records]

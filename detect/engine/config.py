@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from detect.data.augment_config import AugmentConfig
+from detect.data.augmentation.augment_config import AugmentConfig
 
 IOU_KINDS = ("iou", "giou", "diou", "ciou")
 # Objectness weight per head stride: fine heads see many small, easy negatives (same idea as YOLOv5's balance).

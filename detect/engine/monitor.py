@@ -63,8 +63,8 @@ class RunMonitor:
 
     def on_batch(self, epoch: int, index: int, images, targets, paths=()) -> None:
         if self.plots and epoch == 0 and index < TRAIN_MOSAICS:
-            from detect.data.device_augment import DeviceBatch
-            from detect.data.device_paint import paint_uint8
+            from detect.data.augmentation.device_augment import DeviceBatch
+            from detect.data.augmentation.device_paint import paint_uint8
             from detect.plots.mosaics import batch_tiles, draw_mosaic
 
             path = self.run_dir / f"train_batch{index}.jpg"

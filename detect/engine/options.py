@@ -57,11 +57,11 @@ class TrainOptions:
     patience: int | None = None  # stop after this many evaluations without a better fitness (None: off)
     save_period: int | None = None  # also keep a lean epoch<N>.pt every this many epochs (None: off)
     max_batches: int | None = None
-    single_cls: bool = False  # every class of --data becomes one (detect.data.class_selection)
-    sampler: str = "uniform"  # uniform | repeat-factor (detect.data.samplers.RepeatFactorSampler)
+    single_cls: bool = False  # every class of --data becomes one (detect.data.formats.class_selection)
+    sampler: str = "uniform"  # uniform | repeat-factor (detect.data.sampling.samplers.RepeatFactorSampler)
     repeat_thresh: float = 0.1  # repeat-factor sampling: classes in fewer than this fraction of images repeat
     cache_dir: str | None = None
-    cache: str | None = None  # ram | disk: decoded images kept between epochs (detect.data.image_cache)
+    cache: str | None = None  # ram | disk: decoded images kept between epochs (detect.data.records.image_cache)
     augment_on: str = "host"  # host | device: where a batch's pixels are augmented
     resize: str = "letterbox"  # letterbox | stretch: how images are fed (recorded in the .pt; inference follows)
     coco_backend: str = "faster-coco-eval"

@@ -16,7 +16,7 @@ import yaml
 
 from detect.darknet.load import load_model, uses_channels_last
 from detect.darknet.surgery import freeze_layers, init_head_priors, set_bn_momentum
-from detect.data.resize_modes import inference_resize
+from detect.data.augmentation.resize_modes import inference_resize
 from detect.engine.batch_probe import probe_batch_size
 from detect.engine.class_weights import resolve_class_weights
 from detect.engine.config import Hyp
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 def open_sources(opts: TrainOptions):
     """(train source, val source or None) of --data."""
     from detect.data.loader import open_split
-    from detect.data.spec import load_data_spec
+    from detect.data.formats.spec import load_data_spec
 
     spec = load_data_spec(opts.data).with_single_cls(opts.single_cls)
     # open_split runs rank 0 first itself (data generation, label cache); nesting another rank0_first
@@ -184,7 +184,7 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
     amp = amp_dtype(opts.amp, ctx.device)
     multi_scale = None
     if opts.multi_scale:
-        from detect.data.multiscale import MultiScale
+        from detect.data.augmentation.multiscale import MultiScale
 
         multi_scale = MultiScale(img_size, model.max_stride, seed=opts.seed)
     log.info("%s: %d classes, img %d, batch %d x %d processes x %d accumulated, %d steps/epoch, %s%s",

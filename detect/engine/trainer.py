@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from detect.data.device_augment import DeviceBatch
-from detect.data.device_paint import paint_batch
+from detect.data.augmentation.device_augment import DeviceBatch
+from detect.data.augmentation.device_paint import paint_batch
 from detect.engine.checkpoint import rng_state, set_rng_state
 from detect.engine.progress import EpochProgress
 from detect.engine.trainer_state import (

@@ -53,7 +53,7 @@ def _base_class(backend: str):
 
 def cocoeval_class(backend: str = DEFAULT_BACKEND):
     """A COCOeval of `backend` that matches ground truth flagged `difficult` (VOC difficult objects, see
-    detect.data.sources) by IoU; COCO's own crowd regions keep intersection over the detection's area.
+    detect.data.formats.sources) by IoU; COCO's own crowd regions keep intersection over the detection's area.
 
     A difficult box is a crowd box (`iscrowd` 1), because COCOeval ignores only those: a detection matched to
     it is neither a true nor a false positive, it may match any number of detections, and missing it costs no

@@ -1,6 +1,6 @@
 """`--metric darknet` (detect.val, and train's fitness): Darknet's `detector map` on a split of any data format.
 
-Each image is read and resized as Darknet's own loader does (detect.data.darknet_image), the model runs in
+Each image is read and resized as Darknet's own loader does (detect.data.formats.darknet_image), the model runs in
 float32 at the network size, its rows become Darknet's detections (threshold 0.005) and do_nms_sort at 0.45, and
 detect.evaluation.darknet_map computes the figures. Images go in file-name order (a Darknet list as `ls` would
 write it; a Darknet valid list's own order differs only where two images' detections tie in score); every box
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from detect.darknet.load import check_img_size, load_model
-from detect.data.records import first_few
+from detect.data.records.records import first_few
 from detect.evaluation.class_order import dataset_class_probs
 from detect.evaluation.darknet_map import darknet_map, truths_from_xyxy
 from detect.evaluation.darknet_map_report import DarknetMapResult

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from detect.data.darknet_image import letterbox_size
+from detect.data.formats.darknet_image import letterbox_size
 from detect.evaluation.darknet_map_report import DarknetMapResult
 
 MAP_THRESH = 0.005  # validate_detector_map's detection threshold

@@ -1,5 +1,5 @@
 """`darknet detector map` on a model of this project: each image read and resized as Darknet's own loader does
-(detect.data.darknet_image), the model run in float32, its rows turned into Darknet's detections and NMS, then
+(detect.data.formats.darknet_image), the model run in float32, its rows turned into Darknet's detections and NMS, then
 the figures of detect.evaluation.darknet_map. Truths come from a COCO json the way Darknet would read them
 after a conversion to YOLO label files: every non-crowd box, classes numbered in sorted category-id order."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from detect.data.darknet_image import darknet_letterbox, darknet_resize, read_rgb
+from detect.data.formats.darknet_image import darknet_letterbox, darknet_resize, read_rgb
 from detect.evaluation.darknet_map import (
     MAP_NMS,
     MAP_THRESH,

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
-from detect.data.augment import PAD_VALUE
+from detect.data.augmentation.augment import PAD_VALUE
 from detect.data.datasets import UnreadableImages
-from detect.data.images import load_image
+from detect.data.records.images import load_image
 from detect.data.loader import attach_image_cache, build_eval_loader, loader_kwargs
 from detect.evaluation.evaluator import (
     CocoEvaluator,
@@ -45,7 +45,7 @@ class Feed:
     rank: int = 0
     world_size: int = 1
     cache_dir: Path | None = None
-    cache: str | None = None  # "ram" | "disk": decoded images kept (detect.data.image_cache)
+    cache: str | None = None  # "ram" | "disk": decoded images kept (detect.data.records.image_cache)
 
 
 def uses_the_eval_loader(handle: ModelHandle, slice_size: int | None) -> bool:

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from detect.darknet.load import check_img_size, load_model
 from detect.darknet.pt_files import trained_img_size
-from detect.data.resize_modes import network_canvas
-from detect.data.spec import read_class_names
+from detect.data.augmentation.resize_modes import network_canvas
+from detect.data.formats.spec import read_class_names
 from detect.inference.class_conf import (
     check_class_count,
     conf_options,

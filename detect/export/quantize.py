@@ -66,7 +66,7 @@ class _Calibration:
         self.used = 0
 
     def get_next(self):
-        from detect.data.images import BadImage, read_image
+        from detect.data.records.images import BadImage, read_image
         from detect.inference.predictor import InferenceSettings, model_input
 
         settings = InferenceSettings(max(self.shape), fixed_shape=self.shape, resize=self.resize)

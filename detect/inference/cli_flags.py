@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from detect.data.resize_modes import RESIZE_MODES
+from detect.data.augmentation.resize_modes import RESIZE_MODES
 from detect.ops.slicing import DEFAULT_OVERLAP
 from detect.runtime.precision import AMP_DTYPES
 

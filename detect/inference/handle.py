@@ -55,10 +55,10 @@ class ModelHandle:
     square: bool  # img_size x img_size canvases instead of each image's rect canvas
     engine: str  # "torch", "ncnn", "openvino" or "onnxruntime"
     path: Path
-    resize: str = "letterbox"  # how an image becomes the input (detect.data.resize_modes)
+    resize: str = "letterbox"  # how an image becomes the input (detect.data.augmentation.resize_modes)
     class_conf: ClassConf | None = None  # per-class confidence thresholds the file carries (or None)
     # (h, w) of a non-square cfg whose Darknet weights were trained at that shape: the canvas either mode feeds
-    # (detect.data.resize_modes.network_canvas); None for square cfgs and for this project's .pt (trained square)
+    # (detect.data.augmentation.resize_modes.network_canvas); None for square cfgs and for this project's .pt (trained square)
     net_shape: tuple[int, int] | None = None
 
     @property

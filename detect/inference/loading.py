@@ -21,8 +21,8 @@ import torch
 
 from detect.darknet.load import check_img_size, for_inference, load_model
 from detect.darknet.pt_files import trained_img_size, trained_resize
-from detect.data.resize_modes import check_resize_mode
-from detect.data.spec import default_cache_dir
+from detect.data.augmentation.resize_modes import check_resize_mode
+from detect.data.formats.spec import default_cache_dir
 from detect.ops.class_names import read_coco_names
 from detect.runtime.commands import spelt
 

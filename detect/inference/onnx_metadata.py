@@ -7,7 +7,7 @@ conf, iou, max_det, multi_label; only for "nms"), `resize` ("letterbox" or "stre
 trained to see images; an export without it was letterboxed), `preprocess` (json: how inputs must be prepared),
 `class_conf` (json, only when the model has per-class confidence thresholds: detect.inference.class_conf),
 `net_shape` (json [h, w], only for Darknet weights of a non-square cfg: the shape of the canvas, which a
-stretched image fills and a letterboxed one is fitted into, detect.data.resize_modes.network_canvas),
+stretched image fills and a letterboxed one is fitted into, detect.data.augmentation.resize_modes.network_canvas),
 `int8_check` (json, int8 graphs only: the export's mAP check, `result` passed | failed | skipped, `detail`; a
 loader warns about an int8 graph whose check failed, was skipped or is not recorded: `int8_warning`).
 """
@@ -49,7 +49,7 @@ class OnnxMetadata:
     precision: str  # "fp32", "fp16" or "int8" (int8 convolutions; the input is float32 either way)
     output: str  # "rows" or "nms"
     nms: dict | None  # conf, iou, max_det, multi_label of an "nms" graph
-    resize: str = "letterbox"  # how images become the input (detect.data.resize_modes)
+    resize: str = "letterbox"  # how images become the input (detect.data.augmentation.resize_modes)
     class_conf: ClassConf | None = None  # per-class confidence thresholds (detect.inference.class_conf)
     net_shape: tuple[int, int] | None = None  # a Darknet-trained non-square network's (h, w): the canvas
     int8_check: dict | None = None  # int8: {"result": "passed" | "failed" | "skipped", "detail": str}

@@ -15,9 +15,9 @@ import numpy as np
 import torch
 
 from detect.darknet.load import uses_channels_last
-from detect.data.augment import letterbox
-from detect.data.geometry import rect_shape, round_up
-from detect.data.resize_modes import check_resize_mode, network_canvas, stretch
+from detect.data.augmentation.augment import letterbox
+from detect.data.augmentation.geometry import rect_shape, round_up
+from detect.data.augmentation.resize_modes import check_resize_mode, network_canvas, stretch
 from detect.ops.preprocess import to_model_input
 from detect.ops.slicing import DEFAULT_OVERLAP, merge_tiles, needs_tiles, tile_grid
 from detect.ops.tta import AugmentedModel
@@ -45,7 +45,7 @@ class InferenceSettings:
     slice_overlap: float = DEFAULT_OVERLAP  # neighbouring tiles overlap by at least this fraction of a tile
     multi_label: bool = False  # NMS keeps every class above conf for a box (detect.val's default), not the best
     merge: bool = False  # merge-NMS (detect.val's default): a kept box is the weighted mean of its cluster
-    resize: str = "letterbox"  # letterbox or stretch onto the canvas (detect.data.resize_modes)
+    resize: str = "letterbox"  # letterbox or stretch onto the canvas (detect.data.augmentation.resize_modes)
     # one threshold per class in place of conf: a detection of class k is kept when its score >= class_conf[k]
     # (detect.inference.class_conf: chosen on a validation split)
     class_conf: tuple[float, ...] | None = None

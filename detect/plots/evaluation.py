@@ -36,7 +36,7 @@ class EvalPlotSettings:
 
 def _mosaic_tiles(records, detections: dict, conf_thres: float) -> tuple[list[Tile], list[Tile]]:
     """(ground-truth tiles, prediction tiles) of the first records whose image can be read."""
-    from detect.data.images import load_image
+    from detect.data.records.images import load_image
 
     labels, predictions = [], []
     for record in records[:MAX_IMAGES]:

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from detect.data.images import IMAGE_SUFFIXES
+from detect.data.records.images import IMAGE_SUFFIXES
 from detect.streams.reader import VIDEO_SUFFIXES
 
 log = logging.getLogger("detect.predict")

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from detect.data.images import BadImage, read_image
+from detect.data.records.images import BadImage, read_image
 from detect.streams.reader import StreamStats
 
 from .mot import Sequence

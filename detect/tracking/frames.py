@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from detect.data.images import IMAGE_SUFFIXES
+from detect.data.records.images import IMAGE_SUFFIXES
 from detect.streams.reader import FrameStream, StreamStats, is_stream
 
 from .frame_source import Frame, read_frames, track_frame

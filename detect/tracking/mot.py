@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from detect.data.images import IMAGE_SUFFIXES
+from detect.data.records.images import IMAGE_SUFFIXES
 
 
 def mot_lines(frame: int, boxes: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> str:

@@ -4,7 +4,7 @@ classes' rows are copied, the six classes Darknet spells otherwise (tvmonitor, a
 import torch
 
 from detect.darknet.load import load_model
-from detect.data.spec import read_class_names
+from detect.data.formats.spec import read_class_names
 from tests.conftest import ROOT, shared_path
 
 

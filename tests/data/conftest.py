@@ -2,7 +2,7 @@
 
 import pytest
 
-from detect.data.spec import spec_from_dict
+from detect.data.formats.spec import spec_from_dict
 
 
 @pytest.fixture(scope="module")

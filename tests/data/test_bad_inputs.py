@@ -1,4 +1,4 @@
-from detect.data.augment_config import AugmentConfig
+from detect.data.augmentation.augment_config import AugmentConfig
 
 """Bad input is reported (one summary line, a log file of offenders) and skipped, never a crash."""
 
@@ -6,11 +6,11 @@ from detect.data.augment_config import AugmentConfig
 import numpy as np
 import pytest
 
-from detect.data.cache import issues_log_for
-from detect.data.images import load_image
+from detect.data.records.cache import issues_log_for
+from detect.data.records.images import load_image
 from detect.data.loader import build_eval_loader, build_train_loader
-from detect.data.sources import open_source
-from detect.data.spec import spec_from_dict
+from detect.data.formats.sources import open_source
+from detect.data.formats.spec import spec_from_dict
 from tests.support.corpus import jpeg_bytes, write_corpus
 from tests.support.log_lines import log_lines
 
@@ -28,7 +28,7 @@ def corpus(tmp_path):
 
 def test_bad_files_are_counted_listed_and_skipped(corpus):
     spec, cache_dir, expected = corpus
-    with log_lines("detect.data.cache") as lines:
+    with log_lines("detect.data.records.cache") as lines:
         source = open_source(spec, "train", cache_dir)
     counts = {k: v for k, v in source.report.counts.items() if v}
     assert counts == expected

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from detect.darknet import Darknet
-from detect.data.records import ImageRecord
+from detect.data.records.records import ImageRecord
 from detect.engine.anchor_fitting import (
     AnchorLayout,
     anchor_changes,

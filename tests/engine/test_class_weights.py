@@ -31,7 +31,7 @@ def test_auto_weights_are_square_root_inverse_frequency_with_box_mean_one():
 
 
 def test_resolve_counts_boxes_and_checks_a_list(caplog):
-    from detect.data.records import ImageRecord
+    from detect.data.records.records import ImageRecord
 
     records = [ImageRecord(f"{i}.jpg", 64, 64, np.zeros((len(c), 4), np.float32), np.array(c, np.int64), i)
                for i, c in enumerate([[0, 0, 0], [0, 1], [0, 0, 0, 0, 0]])]

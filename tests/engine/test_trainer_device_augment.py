@@ -4,7 +4,7 @@ interpolation rounding, the same inputs as the host pipeline, so the same losses
 import pytest
 import torch
 
-from detect.data.device_augment import DeviceBatch
+from detect.data.augmentation.device_augment import DeviceBatch
 from detect.engine.setup import build_trainer
 from detect.runtime import dist
 from tests.support.training import tiny_options

@@ -193,7 +193,7 @@ def test_coco_tiny_opencv_decoding_gives_darknets_figures_within_tolerance(coco_
 
 
 def test_coco_tiny_with_stb_decoding_prints_darknets_output_to_the_byte(coco_tiny):
-    from detect.data.darknet_image import stb_library
+    from detect.data.formats.darknet_image import stb_library
     from detect.evaluation.darknet_map_run import coco_darknet_map, model_detections
 
     if stb_library() is None:

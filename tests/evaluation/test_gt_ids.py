@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
-from detect.data.sources import open_source
+from detect.data.formats.sources import open_source
 from detect.evaluation.coco import coco_evaluate
 from detect.evaluation.cocoeval_engines import evaluate_categories
 from tests.support.coco_jsons import box, perfect_map, roboflow_json, write_coco
@@ -17,7 +17,7 @@ BACKENDS = ["pycocotools", "faster-coco-eval"]
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_annotation_ids_from_zero_score_as_ids_from_one(tmp_path, backend):
     images, annotations = roboflow_json(first_id=0)  # image and annotation ids from 0
-    with log_lines("detect.data.sources") as lines:
+    with log_lines("detect.data.formats.sources") as lines:
         zero = open_source(write_coco(tmp_path / "zero", images, annotations), "val", tmp_path / "cache")
         gt = zero.coco_ground_truth().dataset["annotations"]
     one = open_source(write_coco(tmp_path / "one", *roboflow_json(first_id=1)), "val", tmp_path / "cache")

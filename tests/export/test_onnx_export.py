@@ -10,7 +10,7 @@ import torch
 
 from detect.darknet.load import for_inference, load_model
 from detect.darknet.model import Darknet
-from detect.data.augment import letterbox
+from detect.data.augmentation.augment import letterbox
 from detect.export.onnx_export import OnnxExportOptions, export_onnx
 from detect.inference.loading import load_model_file
 from detect.inference.onnx_metadata import PREPROCESS

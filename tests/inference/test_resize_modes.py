@@ -10,7 +10,7 @@ import torch
 
 from detect.darknet import Darknet, save_pt
 from detect.darknet.pt_files import trained_resize
-from detect.data.resize_modes import stretch
+from detect.data.augmentation.resize_modes import stretch
 from detect.export.darknet_export import with_letter_box
 from detect.inference.loading import load_model_file
 from detect.inference.onnx_metadata import PREPROCESS, OnnxMetadata
@@ -119,7 +119,7 @@ def test_a_pt_is_read_once_for_its_weights_size_mode_and_thresholds(tmp_path, mo
 
 
 def test_the_network_canvas_is_the_network_shape_darknet_trained():
-    from detect.data.resize_modes import network_canvas
+    from detect.data.augmentation.resize_modes import network_canvas
 
     assert network_canvas(416, 32) == network_canvas(416, 32, (416, 416)) == (416, 416)
     assert network_canvas(608, 32, (352, 608)) == (352, 608)  # the cfg's own size: its shape exactly
@@ -131,7 +131,7 @@ def test_darknet_weights_of_a_non_square_cfg_are_fed_its_shape_and_a_pt_its_squa
     """Darknet stretches every image to its cfg's width x height: predict and val's loader do the same for the
     weights it trained; this project trains square, so its .pt of the same cfg keeps square canvases."""
     from detect.data.loader import build_eval_loader
-    from detect.data.spec import load_data_spec
+    from detect.data.formats.spec import load_data_spec
     from tests.support.training import TINY_DATA
 
     cfg = tmp_path / "wide.cfg"

@@ -17,7 +17,7 @@ def _png_size(path):
 
 
 def test_results_labels_and_evaluation_plots_are_written(tmp_path):
-    from detect.data.records import ImageRecord
+    from detect.data.records.records import ImageRecord
     from detect.plots import (
         label_statistics,
         plot_confusion_matrix,

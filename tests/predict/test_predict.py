@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from detect.data.images import read_image as read_image_file
-from detect.data.spec import read_class_names as read_names
+from detect.data.records.images import read_image as read_image_file
+from detect.data.formats.spec import read_class_names as read_names
 from detect.inference.predictor import InferenceSettings, Predictor
 from detect.predict import main, parse_args
 from tests.support.log_lines import log_lines
@@ -119,7 +119,7 @@ class _RecordingModel:
 
 def test_predict_letterboxes_like_val():
     """The same canvas as detect.val's rect (or --square) evaluation, with the image at long side --img."""
-    from detect.data.samplers import eval_batches
+    from detect.data.sampling.samplers import eval_batches
 
     image = np.full((300, 500, 3), 200, np.uint8)
     for square, expected in ((False, eval_batches(np.array([[500, 300]]), 1, 200, 32, rect=True)[1][0]),

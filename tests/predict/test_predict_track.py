@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from detect.data.yolo_labels import parse_label_text
+from detect.data.formats.yolo_labels import parse_label_text
 from detect.predict import main
 from tests.support.mjpeg_server import MjpegServer
 from tests.support.tracking import panned_street, write_frames, write_video
@@ -110,7 +110,7 @@ def test_drawn_frames_show_the_trails_of_this_frames_tracks_only():
 
 
 def test_an_unreadable_image_is_a_gap_and_sources_of_one_name_stay_apart(tmp_path, capsys):
-    from detect.data.images import BadImage
+    from detect.data.records.images import BadImage
     from detect.predict.inputs import Input
     from detect.predict.tracks import Tracking
     from detect.tracking.config import TrackerConfig

@@ -60,7 +60,7 @@ def test_two_processes_asking_for_one_synthetic_dataset_generate_it_once(tmp_pat
     import threading
     import time
 
-    from detect.data import synthetic
+    from detect.data.formats import synthetic
     from detect.runtime.files import exclusive_lock
 
     cfg, folder = synthetic.SyntheticConfig(seed=1, train_images=2, val_images=1), tmp_path / "gen"

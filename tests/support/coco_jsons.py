@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import torch
 
-from detect.data.spec import spec_from_dict
+from detect.data.formats.spec import spec_from_dict
 from detect.evaluation.coco import detections_to_rows
 from detect.evaluation.evaluator import CocoEvaluator
 

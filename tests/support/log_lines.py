@@ -15,7 +15,7 @@ class _Lines(logging.Handler):
 
 @contextlib.contextmanager
 def log_lines(logger_name: str):
-    """`with log_lines("detect.data.cache") as lines:` collects the messages of that logger into `lines`."""
+    """`with log_lines("detect.data.records.cache") as lines:` collects the messages of that logger into `lines`."""
     lines: list[str] = []
     handler = _Lines(lines)
     logger = logging.getLogger(logger_name)

@@ -7,7 +7,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from detect.data.images import BadImage
+from detect.data.records.images import BadImage
 from detect.streams.reader import StreamStats
 from detect.tracking.config import TrackerConfig
 from detect.tracking.frame_source import (

@@ -1,0 +1,1 @@
+"""Which images each rank reads, in which order: DDP batch samplers, repeat-factor sampling."""
