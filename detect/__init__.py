@@ -1,4 +1,5 @@
-"""YOLO-style detection training on Darknet .cfg models."""
+"""YOLO-style detection training on Darknet .cfg models (docs/architecture.md: the packages and their layers).
+The shipped cfgs and dataset specs are package resources under detect/assets (detect.runtime.assets)."""
 
 from detect.runtime.lazy import lazy_exports
 

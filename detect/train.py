@@ -1,6 +1,7 @@
 """`train.py` / `detect-train`: build everything from the options and run the loop, under python or torchrun.
 
     torchrun --nproc_per_node=2 train.py            # the default job: small cfg, synthetic data, CPU or GPU
+    python -m detect.train                          # the same from anywhere (detect-train when installed)
     python train.py --cfg cfg/yolov3-tiny.cfg --data data/coco.yaml --weights yolov3-tiny.weights --freeze backbone
 
 The pieces are built by `detect.engine.setup.build_trainer`; this module runs them and turns failures into
@@ -23,7 +24,7 @@ from detect.engine.trainer_state import TrainState
 from detect.runtime import dist
 from detect.runtime.log import setup_logging
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("detect.train")  # not __name__: under `python -m detect.train` that is __main__
 
 
 def run(opts: TrainOptions, ctx: dist.DistContext) -> TrainState:
@@ -118,3 +119,7 @@ def main(argv=None) -> int:
     finally:
         dist.destroy(ctx)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -122,8 +122,8 @@ def open_checked_split(data, split: str, model_names: list[str], weights, strict
                        single_cls: bool = False):
     """(the split's source, opened once, after the checks that must fail before any work; the model's class of
     each dataset class, or None when they are the same: detect.evaluation.class_order, by name)."""
-    from detect.data.loader import open_split
     from detect.data.formats.spec import load_data_spec
+    from detect.data.loader import open_split
 
     spec = load_data_spec(data).with_single_cls(single_cls)
     source = open_split(spec, split, cache_dir)

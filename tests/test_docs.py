@@ -3,9 +3,10 @@
 only flags its entry point accepts.
 
 Commands are found in fenced blocks and in inline code: lines that start with `python train.py`,
-`python -m detect.<tool>`, `torchrun ... train.py` (or `torchrun ... -m detect.<tool>`), `detect-<tool>`,
-or, in prose, `train.py --flag` and `detect.<tool> --flag`. Each entry point's own argparse parser is taken
-from the entry point itself (the console script pyproject.toml names, called with its `parse_args`
+`python -m detect.<tool>`, `python -m benchmarks <name>` (a clone's benchmarks, outside the package),
+`torchrun ... train.py` (or `torchrun ... -m detect.<tool>`), `detect-<tool>`, or, in prose, `train.py --flag`
+and `detect.<tool> --flag`. Each entry point's own argparse parser is taken from the entry point itself (the
+console script pyproject.toml names, or `benchmarks.__main__.main`, called with its `parse_args`
 intercepted), so the check follows the code wherever its modules live; torchrun's flags are checked against
 torchrun's parser.
 `...` and `[...]` placeholders are skipped: the flags that are there are checked.
@@ -27,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "data" / "README.md",
         ROOT / "weights" / "README.md", ROOT / "cfg" / "README.md"]
 TOOLS = ("train", "val", "predict", "export", "bench", "tune")
+BENCHMARKS = "benchmarks"  # `python -m benchmarks <name>`: a clone's benchmarks, no console script
+SUBCOMMANDS = ("bench", BENCHMARKS)  # tools whose first word names a benchmark
 FENCE = re.compile(r"^(`{3,}|~{3,})")
 INLINE_CODE = re.compile(r"(`+)(.+?)\1", re.DOTALL)
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -119,7 +122,8 @@ def broken_links(doc: Path, text: str | None = None) -> list[str]:
 
 # ----------------------------------------------------------------------------------------------- named files
 
-REPO_PATH = re.compile(r"^(?:cfg|detect|docs|tests|\.ci)/[\w./-]*\w$")  # data/, weights/, runs/: placeholders
+# the folders whose files a page names are checked; data/, weights/, runs/ hold placeholders
+REPO_PATH = re.compile(r"^(?:cfg|detect|benchmarks|docs|tests|\.ci)/[\w./-]*\w$")
 
 
 def missing_files(doc: Path, text: str | None = None) -> list[str]:
@@ -146,8 +150,8 @@ def missing_files(doc: Path, text: str | None = None) -> list[str]:
 
 @dataclass
 class Command:
-    tool: str  # train, val, predict, export, bench, torchrun
-    sub: str | None  # the benchmark of `detect.bench <sub>`
+    tool: str  # train, val, predict, export, bench, tune, benchmarks (python -m benchmarks), torchrun
+    sub: str | None  # the benchmark of `detect.bench <sub>` or `benchmarks <sub>`
     args: list[str]
     text: str
 
@@ -184,6 +188,8 @@ def entry_of(words: list[str], prose: bool) -> tuple[str, list[str]] | None:
 
 
 def module_entry(module: str, rest: list[str]) -> tuple[str, list[str]] | None:
+    if module == BENCHMARKS:
+        return BENCHMARKS, rest
     m = re.fullmatch(r"detect\.(\w+)", module)
     return (m.group(1), rest) if m and m.group(1) in TOOLS else None
 
@@ -215,9 +221,9 @@ def commands_in(line: str, prose: bool = False) -> list[Command]:
             continue
         tool, args = entry
         sub = None
-        if tool == "bench" and args and not args[0].startswith("-"):
+        if tool in SUBCOMMANDS and args and not args[0].startswith("-"):
             sub, args = args[0], args[1:]
-            if sub == "..." or sub.startswith("<"):  # `python -m detect.bench <benchmark> --help`
+            if sub == "..." or sub.startswith("<"):  # `python -m benchmarks <benchmark> --help`
                 sub = None
         found.append(Command(tool, sub, args, line))
     return found
@@ -253,7 +259,8 @@ def parser_of(tool: str, sub: str | None = None) -> argparse.ArgumentParser:
         from torch.distributed.run import get_args_parser
 
         return get_args_parser()
-    module, _, function = _console_scripts()[f"detect-{tool}"].partition(":")
+    target = "benchmarks.__main__:main" if tool == BENCHMARKS else _console_scripts()[f"detect-{tool}"]
+    module, _, function = target.partition(":")
     main = getattr(importlib.import_module(module), function)
 
     def intercept(self, *args, **kwargs):
@@ -283,19 +290,19 @@ def flag_of(word: str) -> str | None:
 
 def unknown_flags(command: Command) -> list[str]:
     """The flags of a command its entry point does not accept (empty when all are fine)."""
-    if command.tool == "bench" and command.sub is None:
-        return []  # `python -m detect.bench ...`: the list of benchmarks, no flags to check
+    if command.tool in SUBCOMMANDS and command.sub is None:
+        return []  # `python -m detect.bench ...`, `python -m benchmarks`: the list of benchmarks, no flags
     try:
         parser = parser_of(command.tool, command.sub)
     except LookupError as e:
         return [str(e)]
     known = parser._option_string_actions
     bad, args, rest = [], command.args, []
-    if "--" in args:  # `bench finetune ... -- --hyp h.yaml`, `tune ... -- ...`: what follows goes to train.py
+    if "--" in args:  # `benchmarks finetune ... -- --hyp h.yaml`, `tune ... -- ...`: the rest is train.py's
         cut = args.index("--")
         args, rest = args[:cut], args[cut + 1:]
     bad += [flag for w in args if (flag := flag_of(w)) and flag not in known]
-    if rest and command.tool in ("bench", "tune"):  # `tune ... -- --cfg C`: the flags of every trial's train.py
+    if rest and command.tool in (*SUBCOMMANDS, "tune"):  # `tune ... -- --cfg C`: every trial's train.py flags
         train = parser_of("train")._option_string_actions
         bad += [flag for w in rest if (flag := flag_of(w)) and flag not in train]
     return bad
@@ -353,8 +360,9 @@ See [the data specs](data/README.md), [a missing page](docs/no-such-page.md) and
 torchrun --nproc_per_node=2 train.py --epochs 3 --made-up-train-flag 1
 python -m detect.val --weights best.pt ... --no-such-val-flag
 torchrun --nnodes 2 --not-a-torchrun-flag 1 -m detect.val --weights best.pt
-python -m detect.bench finetune --data data/kangaroo.yaml -- --hyp h.yaml --not-a-train-flag
+python -m benchmarks finetune --data data/kangaroo.yaml -- --hyp h.yaml --not-a-train-flag
 python -m detect.bench no-such-benchmark --x
+python -m benchmarks no-such-benchmark --x
 ```
 
 Prose with `python -m detect.predict --weights best.pt --source x [--slice S] --imaginary` in it, a wrapped
@@ -379,11 +387,12 @@ def test_the_checks_catch_made_up_flags_and_missing_files():
     for command in doc_commands(FAKE_PAGE):
         flagged.setdefault(f"{command.tool} {command.sub or ''}".strip(), []).extend(unknown_flags(command))
     assert flagged.pop("bench no-such-benchmark")[0].startswith("bench no-such-benchmark")
+    assert flagged.pop("benchmarks no-such-benchmark")[0].startswith("benchmarks no-such-benchmark")
     assert flagged == {
         "torchrun": ["--not-a-torchrun-flag"],
         "train": ["--made-up-train-flag"],
         "val": ["--no-such-val-flag"],
-        "bench finetune": ["--not-a-train-flag"],
+        "benchmarks finetune": ["--not-a-train-flag"],
         "predict": ["--imaginary"],
         "export": ["--fake-export-flag"],
     }
@@ -393,10 +402,12 @@ def test_the_checks_catch_made_up_flags_and_missing_files():
     ("python train.py --epochs 3", [("train", None, ["--epochs", "3"])]),
     ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --max-restarts 3 train.py --project p",
      [("torchrun", None, ["--max-restarts", "3"]), ("train", None, ["--project", "p"])]),
-    ("python -m detect.bench scale --stages eval  # the evaluation only",
-     [("bench", "scale", ["--stages", "eval"])]),
+    ("python -m benchmarks scale --stages eval  # the evaluation only",
+     [("benchmarks", "scale", ["--stages", "eval"])]),
+    ("python -m detect.bench model --cfg c.cfg", [("bench", "model", ["--cfg", "c.cfg"])]),
     ("detect-val --weights a.pt", [("val", None, ["--weights", "a.pt"])]),
     ("python -m detect.bench <benchmark> --help", [("bench", None, ["--help"])]),
+    ("python -m benchmarks", [("benchmarks", None, [])]),
     ("python -m pytest -q", []),
     ("python -m tests.support.small_objects OUT", []),
 ])

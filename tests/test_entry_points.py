@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import finetune as bench_finetune
+from benchmarks import soak as bench_soak
 from detect.bench import data as bench_data
-from detect.bench import finetune as bench_finetune
 from detect.bench import model as bench_model
-from detect.bench import soak as bench_soak
 from detect.bench import train as bench_train
 from detect.bench import val as bench_val
 from detect.engine.options import build_parser
@@ -44,8 +44,8 @@ TOOLS = {
     "bench val": (bench_val.parse_args, ["--cfg", "c", "--weights", "w", "--data", "d"], "img", "batch"),
     "bench model": (bench_model.parse_args, ["--cfg", "c"], "img", "batch_sizes"),
     "bench train": (bench_train.parse_args, ["--cfg", "c", "--data", "d"], "img", "batch"),
-    "bench finetune": (bench_finetune.parse_args, ["--data", "d"], "img_size", "batch_size"),
-    "bench soak": (bench_soak.parse_args, [], "img", "batch"),
+    "benchmarks finetune": (bench_finetune.parse_args, ["--data", "d"], "img_size", "batch_size"),
+    "benchmarks soak": (bench_soak.parse_args, [], "img", "batch"),
     "export": (export_args, ["--weights", "w.pt"], "img", "batch"),
 }
 

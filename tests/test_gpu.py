@@ -247,8 +247,8 @@ def test_batch_size_auto_finds_a_batch_that_fits(shared, tmp_path):
 
 def test_device_painting_on_cuda_equals_the_cpu_painting(shared):
     from detect.data.augmentation.augment_config import AugmentConfig
-    from detect.data.datasets import TrainDataset, collate_train, collate_train_device
     from detect.data.augmentation.device_paint import paint_batch, paint_uint8
+    from detect.data.datasets import TrainDataset, collate_train, collate_train_device
     from detect.data.loader import open_split
 
     shared("data", "coco-tiny")

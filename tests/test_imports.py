@@ -19,7 +19,8 @@ PACKAGE = "detect"
 # from units of lower layers; units of one layer are independent of each other, except the entry points, which
 # may use one another (val and predict use api) as long as no circle forms.
 LAYERS = (
-    ("runtime", "ops"),  # process plumbing; tensor helpers: nothing else of detect
+    ("runtime",),  # process plumbing and the shipped files: nothing else of detect
+    ("ops",),  # tensor helpers, class identity (coco.names is a shipped file)
     ("darknet", "data", "streams"),  # the model and its files; datasets to batches; frames of live sources
     ("inference",),  # model files to detections: the loader, the engines, the Predictor, decode + NMS
     # COCO and the other metrics, over the Predictor's detections; detections over frames to tracks, MOT metrics
@@ -193,9 +194,9 @@ def test_layer_rule_finds_upward_sideways_and_unknown_imports():
              "detect.engine.loss": {"detect.runtime.log", "detect.misc.x"}, "detect.val": {"detect.api"},
              "detect.api": {"detect.darknet.model"}}
     assert layer_violations(graph) == [
-        "detect.darknet.model -> detect.data.formats.spec: darknet and data share layer 2, which keeps them apart",
+        "detect.darknet.model -> detect.data.formats.spec: darknet and data share layer 3, which keeps them apart",
         "detect.engine.loss -> detect.misc.x: misc is in no layer",
-        "detect.runtime.log -> detect.engine.loss: runtime (layer 1) imports from above (6)"]
+        "detect.runtime.log -> detect.engine.loss: runtime (layer 1) imports from above (7)"]
 
 
 def test_detect_packages_import_only_lower_layers():
@@ -219,6 +220,45 @@ def test_the_top_of_detect_is_packages_and_entry_points_only():
     assert units == {u for layer in LAYERS for u in layer}
     modules = {u for u in units if (ROOT / PACKAGE / f"{u}.py").is_file()}
     assert modules <= set(LAYERS[ENTRY_LAYER]), f"modules outside a package, not entry points: {modules}"
+
+
+OUTSIDE = ("benchmarks", "tests")  # a clone's folders beside the package, not installed: never imported by it
+
+
+def imports_from_outside(root: Path = ROOT, package: str = PACKAGE, outside=OUTSIDE) -> list[str]:
+    """`file:line module` for every import (module or function level) of `package` that names a top-level
+    package of `outside`; relative imports stay inside the package and do not count."""
+    found = []
+    for path in sorted((root / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            found += [f"{path.relative_to(root)}:{node.lineno} {name}" for name in names
+                      if name.split(".")[0] in outside]
+    return found
+
+
+def test_the_outside_import_check_finds_planted_imports(tmp_path):
+    files = {"pkg/__init__.py": "import json\nfrom . import tests\n",
+             "pkg/a.py": "def f():\n    from benchmarks.scale import main\n    return main\n",
+             "pkg/b.py": "import tests.support.oracle as oracle\nimport benchmarks_of_mine\n",
+             "pkg/tests.py": ""}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert imports_from_outside(tmp_path, "pkg") == ["pkg/a.py:2 benchmarks.scale",
+                                                     "pkg/b.py:1 tests.support.oracle"]
+
+
+def test_detect_never_imports_the_benchmarks_or_the_tests():
+    """benchmarks/ and tests/ sit beside the package in a clone and are not in the wheel: an installed detect
+    that imported them would fail on a user's machine (they may import detect, never the reverse)."""
+    bad = imports_from_outside()
+    assert not bad, "detect imports from outside the package:\n" + "\n".join(bad)
 
 
 def test_packages_import_torch_and_opencv_only_when_a_name_needs_them():

@@ -5,8 +5,8 @@ import shutil
 
 import yaml
 
-from detect.data.loader import open_split
 from detect.data.formats.spec import load_data_spec
+from detect.data.loader import open_split
 from detect.predict import main as predict_main
 from detect.train import main as train_main
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from detect.evaluation.darknet_map_report import parse_darknet_map
 from detect.val import main
+from tests.support.darknet_oracles import parse_darknet_map
 
 pytestmark = pytest.mark.slow
 

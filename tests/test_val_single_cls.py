@@ -9,14 +9,15 @@ import torch
 from torchvision.ops import batched_nms
 
 from detect.data.formats.class_selection import SINGLE_CLASS_ID
-from detect.data.loader import build_eval_loader, open_split
 from detect.data.formats.spec import load_data_spec
-from detect.evaluation.coco import coco_evaluate, rows_to_results, sort_rows
+from detect.data.loader import build_eval_loader, open_split
+from detect.evaluation.coco import rows_to_results, sort_rows
 from detect.inference.loading import load_model_file
 from detect.inference.postprocess import scale_to_original
 from detect.ops.boxes import xywh_to_xyxy
 from detect.ops.preprocess import to_model_input
 from detect.val import main
+from tests.support.coco_oracles import coco_evaluate
 from tests.support.log_lines import log_lines
 from tests.support.val_data import val_args, write_coco_dataset, write_tiny_checkpoint
 

@@ -117,8 +117,9 @@ class OpenCVWorker:
     """detect.bench.opencv_worker in a child process whose cv2 comes from `opencv_path` first."""
 
     def __init__(self, opencv_path: str, input_path: Path, threads: int, fmt: str, files: list[str]):
-        project_root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([opencv_path, project_root]))
+        # the child finds detect where this process did (a clone, an editable install or site-packages): this
+        # process's own path, after the OpenCV to time
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([opencv_path, *(entry for entry in sys.path if entry)]))
         command = [sys.executable, "-m", "detect.bench.opencv_worker", "--input", str(input_path),
                    "--threads", str(threads), fmt, *files]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)

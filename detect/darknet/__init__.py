@@ -1,4 +1,6 @@
-"""Darknet `.cfg` models with Darknet's exact semantics, and `.weights` / `.pt` weight I/O."""
+"""Darknet `.cfg` models with Darknet's exact semantics: the cfg parsed and its layers built, `.weights` and
+`.pt` files read and written, the one loader of a model file for training, fine-tune transfer onto other
+classes, surgery, and the packed (fused) CPU form."""
 
 from detect.runtime.lazy import lazy_exports
 

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from detect.runtime.assets import find_user_file, missing_file_hint
+
 log = logging.getLogger(__name__)
 
 # cfg header -> canonical layer type (reference §1.2)
@@ -238,9 +240,9 @@ def _new_section(header: str, line: int, index: int, source: str) -> Section:
 def read_cfg_source(cfg) -> tuple[str, str, Path | None]:
     """(text, source name for messages, path or None) from a path or from cfg text."""
     if isinstance(cfg, Path) or ("\n" not in str(cfg) and not str(cfg).lstrip().startswith("[")):
-        path = Path(cfg)
+        path = find_user_file(cfg, "cfg")
         if not path.is_file():
-            raise FileNotFoundError(f"cfg file not found: {path}")
+            raise FileNotFoundError(f"cfg file not found: {path}; {missing_file_hint('cfg', ('.cfg',))}")
         return path.read_text(), str(path), path
     return str(cfg), "<cfg>", None
 

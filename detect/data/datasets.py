@@ -26,8 +26,12 @@ from detect.data.augmentation.augment import (
 )
 from detect.data.augmentation.augment_config import AugmentConfig
 from detect.data.augmentation.device_augment import DeviceSample, collate_device
-from detect.data.records.images import load_image, load_image_for_size, resize_long_side
-from detect.data.augmentation.resize_modes import TRAIN_RESIZE_MODES, check_resize_mode, stretch, stretch_ratio
+from detect.data.augmentation.resize_modes import (
+    TRAIN_RESIZE_MODES,
+    check_resize_mode,
+    stretch,
+    stretch_ratio,
+)
 from detect.data.augmentation.sample_plan import (
     GeometryPlan,
     SamplePlan,
@@ -35,6 +39,7 @@ from detect.data.augmentation.sample_plan import (
     plan_geometry,
 )
 from detect.data.formats.sources import DatasetSource
+from detect.data.records.images import load_image, load_image_for_size, resize_long_side
 
 log = logging.getLogger(__name__)
 

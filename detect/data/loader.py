@@ -24,6 +24,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from detect.data.augmentation.augment_config import AugmentConfig
+from detect.data.augmentation.resize_modes import network_canvas
 from detect.data.datasets import (
     EvalDataset,
     TrainDataset,
@@ -32,17 +33,16 @@ from detect.data.datasets import (
     collate_train_device,
     worker_init,
 )
+from detect.data.formats.sources import DatasetSource, open_source
+from detect.data.formats.spec import DataSpec, default_cache_dir, load_data_spec
+from detect.data.formats.synthetic import SyntheticConfig, ensure_synthetic
 from detect.data.sampling.repeat_sampling import RepeatFactors
-from detect.data.augmentation.resize_modes import network_canvas
 from detect.data.sampling.samplers import (
     EpochKeyedBatchSampler,
     ShardedBatchSampler,
     eval_batches,
     train_batch_sampler,
 )
-from detect.data.formats.sources import DatasetSource, open_source
-from detect.data.formats.spec import DataSpec, default_cache_dir, load_data_spec
-from detect.data.formats.synthetic import SyntheticConfig, ensure_synthetic
 
 log = logging.getLogger(__name__)
 

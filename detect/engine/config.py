@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from detect.data.augmentation.augment_config import AugmentConfig
+from detect.runtime.assets import find_user_file
 
 IOU_KINDS = ("iou", "giou", "diou", "ciou")
 # Objectness weight per head stride: fine heads see many small, easy negatives (same idea as YOLOv5's balance).
@@ -190,8 +191,9 @@ def read_hyp_file(path: str | Path | None) -> dict:
     """The flat mapping a hyp yaml gives (empty for None): the keys the user chose."""
     if path is None:
         return {}
+    path = find_user_file(path, "cfg")  # cfg/hyp.yaml is shipped: `--hyp hyp.yaml` finds it from any folder
     try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
+        raw = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
         raise ValueError(f"{path}: not valid YAML ({e})") from None
     if not isinstance(raw, dict):

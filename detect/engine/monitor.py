@@ -151,14 +151,14 @@ def make_loggers(opts, run_dir: Path) -> RunLoggers:
     MLFLOW_TRACKING_URI in the environment (which alone, without the package installed, is a warning), or a resumed
     run that logged to MLflow (its mlflow.json)."""
     from detect.engine.mlflow_logger import MlflowLogger, continues_mlflow_run, mlflow_available
-    from detect.engine.options import ROOT
+    from detect.runtime.assets import package_dir
 
     loggers = [ResultsCsv(run_dir / "results.csv")]
     if opts.tensorboard:
         loggers.append(TensorBoardLogger(run_dir))
     if opts.mlflow or os.environ.get("MLFLOW_TRACKING_URI") or continues_mlflow_run(opts, run_dir):
         if mlflow_available():
-            loggers.append(MlflowLogger(opts.mlflow_experiment, source_dir=ROOT))
+            loggers.append(MlflowLogger(opts.mlflow_experiment, source_dir=package_dir()))
         else:  # --mlflow without the package is refused before the run (detect.engine.options)
             log.warning("MLFLOW_TRACKING_URI is set (or the resumed run logged to MLflow) but mlflow is not "
                         "installed: this run is not logged to MLflow "

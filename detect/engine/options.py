@@ -13,16 +13,32 @@ from detect.darknet.load import check_img_size
 from detect.engine.config import load_hyp
 from detect.engine.mlflow_logger import mlflow_available
 from detect.engine.optim import OPTIMIZERS, SCHEDULES
+from detect.runtime.assets import asset, find_user_file, missing_file_hint
 from detect.runtime.commands import DefaultsHelpFormatter
 from detect.runtime.dist import DEFAULT_TIMEOUT_S
 from detect.runtime.precision import AMP_MODES
 from detect.runtime.tensorboard import tensorboard_available
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository: cfg/, data/
-DEFAULT_CFG = ROOT / "cfg" / "yolo-mini.cfg"
-DEFAULT_DATA = ROOT / "data" / "synthetic.yaml"
+DEFAULT_CFG = asset("cfg", "yolo-mini.cfg")
+DEFAULT_DATA = asset("data", "synthetic.yaml")
 HYP_FROM_CFG = "cfg"  # --hyp cfg: the cfg's own training keys (detect.engine.cfg_training)
 AUGMENT_ON = ("host", "device")  # --augment-on: where training batches are augmented
+
+
+def with_shipped_files(opts: TrainOptions) -> TrainOptions:
+    """--cfg, --data and --hyp as files: one named by file name alone (or as cfg/<name>, data/<name>) that is not
+    in the current folder is the shipped one (detect.runtime.assets); a file found nowhere is refused here."""
+    found = {}
+    for flag, key, kind, suffixes in (("--cfg", "cfg", "cfg", (".cfg",)), ("--data", "data", "data", (".yaml",)),
+                                      ("--hyp", "hyp", "cfg", (".yaml",))):
+        value = getattr(opts, key)
+        if value is None or (key == "hyp" and value == HYP_FROM_CFG):
+            continue
+        path = find_user_file(value, kind)
+        if not path.exists():
+            raise FileNotFoundError(f"{flag} {value}: no such file; {missing_file_hint(kind, suffixes)}")
+        found[key] = str(path) if path != Path(value) else value
+    return replace(opts, **found)
 
 
 @dataclass(frozen=True)
@@ -227,10 +243,7 @@ def validate(opts: TrainOptions) -> TrainOptions:
         check_img_size(opts.img_size, 32)
     if opts.freeze is not None and opts.freeze != "backbone" and not opts.freeze.isdigit():
         raise ValueError(f"--freeze must be 'backbone' or a number of layers, got {opts.freeze!r}")
-    hyp_file = None if opts.hyp == HYP_FROM_CFG else opts.hyp
-    for flag, path in (("--cfg", opts.cfg), ("--data", opts.data), ("--hyp", hyp_file)):
-        if path is not None and not Path(path).is_file():
-            raise FileNotFoundError(f"{flag} {path}: no such file")
+    opts = with_shipped_files(opts)
     if opts.weights is not None and not Path(opts.weights).is_file():
         raise FileNotFoundError(f"--weights {opts.weights}: no such file")
     if opts.tensorboard and not tensorboard_available():

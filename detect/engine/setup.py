@@ -45,8 +45,8 @@ log = logging.getLogger(__name__)
 
 def open_sources(opts: TrainOptions):
     """(train source, val source or None) of --data."""
-    from detect.data.loader import open_split
     from detect.data.formats.spec import load_data_spec
+    from detect.data.loader import open_split
 
     spec = load_data_spec(opts.data).with_single_cls(opts.single_cls)
     # open_split runs rank 0 first itself (data generation, label cache); nesting another rank0_first

@@ -1,27 +1,15 @@
-"""COCO result dicts and COCOeval: detections in, the 12 COCO stats and per-class AP out.
-
-pycocotools prints progress to stdout; here that text is captured and sent to the debug log instead, so
-library code stays silent.
+"""COCO result rows and COCOeval's figures: detections in as compact rows, result dicts, the ground-truth counts
+and per-class AP read from COCOeval's precision, and the 12 COCO stats printed as pycocotools prints them. The
+evaluation itself runs in detect.evaluation.evaluator (COCOeval shared by ranks, detect.evaluation.sharded).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from detect.evaluation.cocoeval_engines import (
-    check_ground_truth_ids,
-    cocoeval_class,
-    quiet,
-)
-
-log = logging.getLogger(__name__)
 
 STAT_NAMES = (
     "AP@[.50:.95] all maxDets=100", "AP@.50 all maxDets=100", "AP@.75 all maxDets=100",
@@ -88,50 +76,6 @@ def class_ap(precision: np.ndarray, k: int) -> tuple[float, float]:
     ap = float(p[valid].mean()) if valid.any() else 0.0
     p50 = p[0][p[0] > -1]
     return (float(p50.mean()) if p50.size else 0.0), ap
-
-
-def coco_evaluate(coco_gt, results: list[dict], image_ids: Sequence[int], names: Sequence[str],
-                  category_ids: Sequence[int], summary_lines: list[str] | None = None,
-                  backend: str = "pycocotools") -> tuple[list[float], list[ClassAP]]:
-    """Run COCOeval (bbox) over `image_ids` in this process: the 12 stats and AP per class with ground truth.
-    The reference the sharded evaluation (detect.evaluation.sharded) is tested against.
-
-    No detections at all gives zeros (the COCO API cannot load an empty result list). Ground truth flagged
-    `difficult` is ignored the VOC way (`cocoeval_engines.cocoeval_class`). `summary_lines`, when given,
-    receives the lines COCOeval.summarize() printed, as printed (nothing when COCOeval did not run).
-    """
-
-    check_ground_truth_ids(coco_gt)
-    image_ids = sorted(int(i) for i in image_ids)
-    counts = ground_truth_counts(coco_gt, image_ids)
-    present = [(k, int(cid)) for k, cid in enumerate(category_ids) if int(cid) in counts]
-    if not results:
-        log.warning("no detections at all: every metric is 0")
-        per_class = [ClassAP(names[k], *counts[cid], 0.0, 0.0) for k, cid in present]
-        return [0.0] * len(STAT_NAMES), per_class
-
-    coco_dt = quiet(coco_gt.loadRes, results)
-    evaluator = cocoeval_class(backend)(coco_gt, coco_dt, "bbox")
-    if backend != "pycocotools":
-        evaluator.print_function = print  # its summarize() prints through this
-    evaluator.params.imgIds = image_ids
-    # COCOeval sorts the category ids; precision's class axis follows that order
-    evaluated_ids = sorted({int(c) for c in category_ids})
-    evaluator.params.catIds = evaluated_ids
-    quiet(evaluator.evaluate)
-    quiet(evaluator.accumulate)
-    summary = io.StringIO()
-    with contextlib.redirect_stdout(summary):  # kept verbatim: users compare it with published logs
-        evaluator.summarize()
-    log.debug("pycocotools summary:\n%s", summary.getvalue().rstrip())
-    if summary_lines is not None:
-        summary_lines.extend(summary.getvalue().splitlines())
-    # pycocotools reports -1 for "no ground truth"; a metric of nothing is reported as 0 here
-    stats = [max(float(s), 0.0) for s in evaluator.stats]
-    precision = evaluator.eval["precision"]
-    axis = {cid: i for i, cid in enumerate(evaluated_ids)}
-    per_class = [ClassAP(names[k], *counts[cid], *class_ap(precision, axis[cid])) for k, cid in present]
-    return stats, per_class
 
 
 # pycocotools' summarize(): (AP or AR, IoU range, area, maxDets) of each of the 12 stats, in order

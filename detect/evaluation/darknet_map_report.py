@@ -1,11 +1,10 @@
 """What `darknet detector map` prints, from a `DarknetMapResult`, in its exact layout (src/detector.c
-validate_detector_map, AlexeyAB darknet), the same figures as a dict for metrics.json, and a parser of
-Darknet's own output so the two can be compared line by line."""
+validate_detector_map, AlexeyAB darknet), and the same figures as a dict for metrics.json. (The tests read
+Darknet's own output back with tests/support/darknet_oracles.py to compare the two line by line.)"""
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,34 +80,3 @@ def _c(value: float, spec: str) -> str:
 
 def _finite(value: float) -> float | None:
     return None if math.isnan(value) else float(value)
-
-
-_CLASS = re.compile(r"class_id = (\d+), name = (.*), ap = ([-\d.na]+)%\s+\(TP = (\d+), FP = (\d+)\)")
-_TOTALS = re.compile(r"TP = (\d+), FP = (\d+), FN = (\d+), average IoU = ([-\d.na]+) %")
-_PRF = re.compile(r"precision = ([-\d.na]+), recall = ([-\d.na]+), F1-score = ([-\d.na]+)")
-_MAP = re.compile(r"mean average precision \(mAP@([\d.]+)\) = ([-\d.na]+)")
-_COUNTS = re.compile(r"detections_count = (\d+), unique_truth_count = (\d+)")
-
-
-def parse_darknet_map(text: str) -> dict:
-    """The figures of a `darknet detector map` output (Darknet's own or `DarknetMapResult.report()`): per class
-    {id: (name, ap in %, tp, fp)}, tp, fp, fn, average_iou (%), precision, recall, f1, map, iou_thresh, points,
-    detections_count, unique_truth_count. Raises ValueError naming what is missing."""
-    found: dict = {"classes": {}}
-    for line in text.splitlines():
-        if m := _CLASS.search(line):
-            found["classes"][int(m[1])] = (m[2], float(m[3]), int(m[4]), int(m[5]))
-        elif m := _TOTALS.search(line):
-            found.update(tp=int(m[1]), fp=int(m[2]), fn=int(m[3]), average_iou=float(m[4]))
-        elif m := _PRF.search(line):
-            found.update(precision=float(m[1]), recall=float(m[2]), f1=float(m[3]))
-        elif m := _MAP.search(line):
-            found.update(iou_thresh=float(m[1]), map=float(m[2]))
-        elif m := _COUNTS.search(line):
-            found.update(detections_count=int(m[1]), unique_truth_count=int(m[2]))
-        elif "Recall-points" in line or "Area-Under-Curve" in line:
-            found["points"] = int(re.search(r"used (\d+)", line)[1]) if "Recall-points" in line else 0
-    missing = [k for k in ("map", "tp", "precision", "points", "detections_count") if k not in found]
-    if missing or not found["classes"]:
-        raise ValueError(f"not a `darknet detector map` output: no {', '.join(missing) or 'class_id'} line found")
-    return found

@@ -1,13 +1,10 @@
-"""`darknet detector map` on a model of this project: each image read and resized as Darknet's own loader does
-(detect.data.formats.darknet_image), the model run in float32, its rows turned into Darknet's detections and NMS, then
-the figures of detect.evaluation.darknet_map. Truths come from a COCO json the way Darknet would read them
-after a conversion to YOLO label files: every non-crowd box, classes numbered in sorted category-id order."""
+"""`darknet detector map`'s detections from a model of this project: each image read and resized as Darknet's own
+loader does (detect.data.formats.darknet_image), the model run in float32, its rows turned into Darknet's
+detections and NMS, ready for the figures of detect.evaluation.darknet_map (detect.evaluation.darknet_eval)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,38 +16,8 @@ from detect.evaluation.darknet_map import (
     MAP_THRESH,
     DarknetDetections,
     darknet_detections,
-    darknet_map,
     darknet_nms,
-    truths_from_xyxy,
 )
-from detect.evaluation.darknet_map_report import DarknetMapResult
-
-
-@dataclass
-class ImageTruth:
-    file_name: str
-    width: int
-    height: int
-    classes: np.ndarray  # int64 [m], 0..K-1
-    boxes: np.ndarray  # float64 [m, 4] xyxy, image pixels
-
-
-def coco_truths(annotations: str | Path) -> list[ImageTruth]:
-    """Every image of a COCO instances json, sorted by file name, with its non-crowd boxes (xyxy pixels, as the
-    json gives them: no clipping, no dropping) and classes numbered in sorted category-id order."""
-    data = json.loads(Path(annotations).read_text())
-    class_of = {cid: i for i, cid in enumerate(sorted(c["id"] for c in data["categories"]))}
-    boxes: dict[int, list] = {image["id"]: [] for image in data["images"]}
-    for a in data["annotations"]:
-        if not a.get("iscrowd", 0):
-            x, y, w, h = a["bbox"]
-            boxes[a["image_id"]].append((class_of[a["category_id"]], x, y, x + w, y + h))
-    found = []
-    for image in sorted(data["images"], key=lambda i: i["file_name"]):
-        rows = np.array(boxes[image["id"]], dtype=np.float64).reshape(-1, 5)
-        found.append(ImageTruth(image["file_name"], int(image["width"]), int(image["height"]),
-                                rows[:, 0].astype(np.int64), rows[:, 1:]))
-    return found
 
 
 def head_grids(model) -> list[tuple[int, int, int]]:
@@ -99,10 +66,3 @@ def model_detections(model, image_paths: Sequence[str | Path], letter_box: bool 
             dets = darknet_detections(image_rows, size, (net_w, net_h), thresh, letter_box, grids)
             found.append(darknet_nms(dets, nms, kind, beta))
     return found
-
-
-def coco_darknet_map(detections: Sequence[DarknetDetections], truths: Sequence[ImageTruth], names: Sequence[str],
-                     points: int = 0, iou_thresh: float = 0.5, conf_thresh: float = 0.25) -> DarknetMapResult:
-    """darknet_map over `coco_truths` images (in the same order as `detections`)."""
-    converted = [truths_from_xyxy(t.classes, t.boxes, t.width, t.height) for t in truths]
-    return darknet_map(detections, converted, names, points, iou_thresh, conf_thresh)

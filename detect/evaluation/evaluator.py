@@ -76,8 +76,10 @@ def _synchronize(device: torch.device) -> None:
 
 class CocoEvaluator:
     """COCO metrics over one split, computed across ranks: `reset()`, `process(detections, metas)` per batch,
-    then `compute()` (collective: gathers every rank's detections, rank 0 runs COCOeval, every rank gets the
-    result). It scores detections only: the Predictor's settings (thresholds, NMS protocol) made them.
+    then `compute()` (collective: COCOeval's work is shared by category, each rank evaluating its categories over
+    every rank's images (detect.evaluation.sharded), and every rank gets the same result; every detection reaches
+    rank 0 only for results.json, the plots and the VOC / Darknet metrics). It scores detections only: the
+    Predictor's settings (thresholds, NMS protocol) made them.
 
     `source` is the split the images come from (its `category_ids`, `names` and `coco_ground_truth()`); nothing is
     taken from the loader.

@@ -21,8 +21,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from detect.data.augmentation.augment import PAD_VALUE
 from detect.data.datasets import UnreadableImages
-from detect.data.records.images import load_image
 from detect.data.loader import attach_image_cache, build_eval_loader, loader_kwargs
+from detect.data.records.images import load_image
 from detect.evaluation.evaluator import (
     CocoEvaluator,
     EvalResult,

@@ -10,10 +10,11 @@ jsons'), so the official .weights meet COCO jsons, Roboflow and Label Studio exp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
+
+from detect.runtime.assets import asset
 
 # the COCO names of the official Darknet .weights, in their class order, as the COCO 2017 instances jsons spell them
-COCO_NAMES = Path(__file__).resolve().parents[2] / "cfg" / "coco.names"
+COCO_NAMES = asset("cfg", "coco.names")
 
 # Darknet's spelling -> COCO's: the same classes (Darknet's coco.names took them from Pascal VOC's names)
 DARKNET_SYNONYMS = {

@@ -1,5 +1,5 @@
 """`python -m detect.predict` (detect.predict.cli): detection on images, folders, globs, videos and live streams;
-`inputs` lists what a --source names, `outputs` writes what was found."""
+`inputs` lists what a --source names, `outputs` writes what was found, `tracks` runs --track."""
 
 import detect.runtime.cpu_threads  # noqa: F401  (first: OMP_WAIT_POLICY before torch loads)
 

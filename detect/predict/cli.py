@@ -35,8 +35,8 @@ import detect.runtime.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY be
 import cv2
 import numpy as np
 
-from detect.data.records.images import BadImage, read_image
 from detect.data.formats.spec import read_class_names
+from detect.data.records.images import BadImage, read_image
 from detect.inference.cli_flags import (
     add_inference_flags,
     add_model_flags,

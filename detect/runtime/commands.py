@@ -35,3 +35,17 @@ def run_command(parse_args: Callable, run: Callable, argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def dispatch(argv, package: str, commands: dict[str, str], program: str, see_also: str) -> int:
+    """`program <command> [options]`: run `<package>.<command>`'s main on the rest of `argv`; without a known
+    command, the usage (each command with its line of `commands`, then `see_also`) and exit status 2."""
+    import importlib
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] not in commands:
+        width = max(map(len, commands)) + 1
+        lines = "\n".join(f"  {name:{width}s} {text}" for name, text in commands.items())
+        print(f"usage: {program} <benchmark> [options]\n\nbenchmarks:\n{lines}\n\n{see_also}", file=sys.stderr)
+        return 2
+    return importlib.import_module(f"{package}.{argv[0]}").main(argv[1:]) or 0

@@ -1,7 +1,8 @@
 """Detections over frames to tracks: ByteTrack on stacked arrays (bytetrack, with its Kalman filter: kalman, and
-the matching: assignment), the trackers by name (config), one tracker per source (sources), MOTChallenge files
-and sequence folders (mot), HOTA / MOTA / IDF1 through TrackEval (metrics), and a model run over MOT sequences
-and scored (evaluate)."""
+the matching: assignment), the trackers by name (config), one tracker per source (sources), the detector's
+settings when tracking (settings), a source's frames numbered with one rule for gaps (frame_source) and tracked
+(frames), MOTChallenge files and sequence folders (mot), HOTA / MOTA / IDF1 through TrackEval (metrics), and a
+model run over MOT sequences and scored (evaluate)."""
 
 from detect.runtime.lazy import lazy_exports
 

@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SQLAlchemy URL of the trials, e.g. postgresql://user:pass@host/db for several machines "
                         "(default: sqlite:///<project>/<study>/study.db)")
     p.add_argument("--space", default=None, metavar="FILE",
-                   help=f"search-space yaml (default: {DEFAULT_SPACE.relative_to(DEFAULT_SPACE.parents[1])}, made "
+                   help=f"search-space yaml (default: cfg/{DEFAULT_SPACE.name}, made "
                         "for fine-tunes)")
     p.add_argument("--trials", type=int, metavar="N", default=20,
                    help="finished trials (complete or pruned) the study ends with, counting those already there")
@@ -136,7 +136,11 @@ def shown_url(url: str) -> str:
 def check_train_args(train_args: list[str], epochs: int) -> tuple[Path | None, tuple[str, ...], bool]:
     """(the base --hyp file, the arguments without it, whether --device is given), after train.py's own parser
     accepted them; flags the search sets for every trial are refused."""
-    from detect.engine.options import HYP_FROM_CFG, given_options, parse_options  # torch: not for --report-only
+    from detect.engine.options import (  # torch: not for --report-only
+        HYP_FROM_CFG,
+        given_options,
+        parse_options,
+    )
 
     try:
         given = given_options(train_args)

@@ -18,9 +18,9 @@ from pathlib import Path
 import yaml
 
 from detect.engine.config import Hyp
+from detect.runtime.assets import asset, find_user_file
 
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_SPACE = ROOT / "cfg" / "tune-space.yaml"
+DEFAULT_SPACE = asset("cfg", "tune-space.yaml")
 SPEC_KEYS = ("low", "high", "log", "step", "choices")
 
 
@@ -140,7 +140,7 @@ def parse_space(mapping, where: str = "space") -> dict[str, Param]:
 
 def load_space(path: str | Path | None = None) -> dict[str, Param]:
     """The space of a yaml file (None: cfg/tune-space.yaml)."""
-    path = Path(path) if path is not None else DEFAULT_SPACE
+    path = find_user_file(path, "cfg") if path is not None else DEFAULT_SPACE
     if not path.is_file():
         raise FileNotFoundError(f"--space {path}: no such file")
     try:

@@ -23,8 +23,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]
-TRAIN_PY = ROOT / "train.py"
+TRAIN_MODULE = "detect.train"  # run as `python -m detect.train`: a clone and an installed package alike
 LOCK_NAME = ".trial.lock"  # in the run folder: held while a train.py runs in it (detect.tune.tether)
 
 
@@ -53,9 +52,9 @@ def read_fitness(path: Path) -> tuple[list[tuple[int, float]], str]:
 def launcher(nproc: int) -> list[str]:
     """train.py alone, or under torchrun with `nproc` processes (a free port of its own: several trials at once)."""
     if nproc == 1:
-        return [sys.executable, str(TRAIN_PY)]
+        return [sys.executable, "-m", TRAIN_MODULE]
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-            str(TRAIN_PY)]
+            "-m", TRAIN_MODULE]
 
 
 def train_command(nproc: int, run_dir: Path, hyp_file: Path, epochs: int, train_args, device_args,

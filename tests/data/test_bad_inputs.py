@@ -6,11 +6,11 @@ from detect.data.augmentation.augment_config import AugmentConfig
 import numpy as np
 import pytest
 
-from detect.data.records.cache import issues_log_for
-from detect.data.records.images import load_image
-from detect.data.loader import build_eval_loader, build_train_loader
 from detect.data.formats.sources import open_source
 from detect.data.formats.spec import spec_from_dict
+from detect.data.loader import build_eval_loader, build_train_loader
+from detect.data.records.cache import issues_log_for
+from detect.data.records.images import load_image
 from tests.support.corpus import jpeg_bytes, write_corpus
 from tests.support.log_lines import log_lines
 

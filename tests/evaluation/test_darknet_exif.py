@@ -94,8 +94,8 @@ def test_training_with_the_darknet_metric_says_so_too(splits, tmp_path, monkeypa
     """train --metric darknet follows Darknet's figure, so it warns as detect.val does, pointing at the flag."""
     from types import SimpleNamespace
 
-    from detect.data.loader import open_split
     from detect.data.formats.spec import load_data_spec
+    from detect.data.loader import open_split
     from detect.engine.fitness import make_evaluator
 
     monkeypatch.setenv("DETECT_CACHE", str(tmp_path / "cache"))

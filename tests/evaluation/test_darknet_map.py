@@ -15,8 +15,8 @@ from detect.evaluation.darknet_map import (
     darknet_order,
     truths_from_xyxy,
 )
-from detect.evaluation.darknet_map_report import parse_darknet_map
 from tests.conftest import shared_path
+from tests.support.darknet_oracles import parse_darknet_map
 
 F = np.float32
 NAMES = ["a", "b", "c"]
@@ -162,7 +162,7 @@ def test_bad_arguments_say_what_is_wrong():
 @pytest.fixture(scope="module")
 def coco_tiny():
     from detect.darknet.load import for_inference, load_model
-    from detect.evaluation.darknet_map_run import coco_truths
+    from tests.support.darknet_oracles import coco_truths
 
     model = load_model(shared_path("darknet-cfg", "yolov3-tiny.cfg"), shared_path("weights", "yolov3-tiny.weights"),
                        exact=True).model
@@ -175,7 +175,8 @@ def coco_tiny():
 
 
 def test_coco_tiny_opencv_decoding_gives_darknets_figures_within_tolerance(coco_tiny):
-    from detect.evaluation.darknet_map_run import coco_darknet_map, model_detections
+    from detect.evaluation.darknet_map_run import model_detections
+    from tests.support.darknet_oracles import coco_darknet_map
 
     model, truths, paths, names, references = coco_tiny
     found = model_detections(model, paths)
@@ -194,7 +195,8 @@ def test_coco_tiny_opencv_decoding_gives_darknets_figures_within_tolerance(coco_
 
 def test_coco_tiny_with_stb_decoding_prints_darknets_output_to_the_byte(coco_tiny):
     from detect.data.formats.darknet_image import stb_library
-    from detect.evaluation.darknet_map_run import coco_darknet_map, model_detections
+    from detect.evaluation.darknet_map_run import model_detections
+    from tests.support.darknet_oracles import coco_darknet_map
 
     if stb_library() is None:
         pytest.skip("stb_image is not installed (Debian's libstb0): Darknet's exact bytes need its decoder")

@@ -6,7 +6,6 @@ import torch
 from pycocotools.coco import COCO
 
 from detect.evaluation.coco import (
-    coco_evaluate,
     detections_to_rows,
     format_class_table,
     rows_to_results,
@@ -14,6 +13,7 @@ from detect.evaluation.coco import (
 )
 from detect.evaluation.evaluator import CocoEvaluator, evaluate
 from detect.inference.options import EVALUATION
+from tests.support.coco_oracles import coco_evaluate
 from tests.support.distributed import run_distributed
 
 NAMES = ["cat", "dog", "bird"]

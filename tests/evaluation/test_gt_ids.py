@@ -6,9 +6,9 @@ import pytest
 from pycocotools.coco import COCO
 
 from detect.data.formats.sources import open_source
-from detect.evaluation.coco import coco_evaluate
 from detect.evaluation.cocoeval_engines import evaluate_categories
 from tests.support.coco_jsons import box, perfect_map, roboflow_json, write_coco
+from tests.support.coco_oracles import coco_evaluate
 from tests.support.log_lines import log_lines
 
 BACKENDS = ["pycocotools", "faster-coco-eval"]

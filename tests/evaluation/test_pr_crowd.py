@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
-from detect.evaluation.coco import coco_evaluate
 from detect.evaluation.matching import match_detections
 from detect.evaluation.per_image import detections_by_image, truths_from_coco
 from detect.evaluation.pr_curves import pr_curves
+from tests.support.coco_oracles import coco_evaluate
 
 NAMES = ["person", "car"]
 CATEGORY_IDS = [1, 3]

@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from detect.bench.scale_data import fake_detections, generate_split, write_pool
+from benchmarks.scale_data import fake_detections, generate_split, write_pool
 from detect.data.loader import open_split
-from detect.evaluation.coco import coco_evaluate, detections_to_rows, rows_to_results
+from detect.evaluation.coco import detections_to_rows, rows_to_results
 from detect.evaluation.cocoeval_engines import summary_stats
 from detect.evaluation.evaluator import CocoEvaluator
 from detect.evaluation.sharded import deal_categories
 from tests.conftest import ROOT, shared_path
+from tests.support.coco_oracles import coco_evaluate
 from tests.support.distributed import run_distributed
 
 

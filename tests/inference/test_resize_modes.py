@@ -130,8 +130,8 @@ def test_the_network_canvas_is_the_network_shape_darknet_trained():
 def test_darknet_weights_of_a_non_square_cfg_are_fed_its_shape_and_a_pt_its_square(tmp_path):
     """Darknet stretches every image to its cfg's width x height: predict and val's loader do the same for the
     weights it trained; this project trains square, so its .pt of the same cfg keeps square canvases."""
-    from detect.data.loader import build_eval_loader
     from detect.data.formats.spec import load_data_spec
+    from detect.data.loader import build_eval_loader
     from tests.support.training import TINY_DATA
 
     cfg = tmp_path / "wide.cfg"

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from detect.data.records.images import read_image as read_image_file
 from detect.data.formats.spec import read_class_names as read_names
+from detect.data.records.images import read_image as read_image_file
 from detect.inference.predictor import InferenceSettings, Predictor
 from detect.predict import main, parse_args
 from tests.support.log_lines import log_lines

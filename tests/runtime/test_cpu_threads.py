@@ -24,7 +24,7 @@ def test_policy_is_passive_unless_given(given, expected):
 
 
 @pytest.mark.parametrize("module", ["detect/predict/__init__.py", "detect/predict/cli.py", "detect/val.py",
-                                    "detect/bench/__main__.py"])
+                                    "detect/bench/__main__.py", "benchmarks/__main__.py"])
 def test_entry_points_import_it_before_anything_that_loads_torch(module):
     tree = ast.parse((ROOT / module).read_text())
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]

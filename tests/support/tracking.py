@@ -7,7 +7,7 @@ import json
 import cv2
 import numpy as np
 
-from detect.bench.track_data import MadeSequence, moving_shapes, pan_over, write_sequence
+from benchmarks.track_data import MadeSequence, moving_shapes, pan_over, write_sequence
 from detect.inference.predictor import InferenceSettings
 
 STREET = "000000454661.jpg"  # a coco-tiny val photo of a street: cars and trucks (4% to 21% of it), traffic lights

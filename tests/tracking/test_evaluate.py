@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from detect.bench.track_data import write_sequence
+from benchmarks.track_data import write_sequence
 from detect.tracking.config import TrackerConfig
 from detect.tracking.evaluate import evaluate_sequences, format_table, track_sequence, write_results
 from detect.tracking.mot import find_sequences, parse_mot

@@ -66,9 +66,9 @@ def test_a_run_to_its_end_reports_every_evaluated_epoch(tmp_path):
 def test_the_train_command_of_a_new_run_and_of_a_resumed_one(tmp_path):
     run_dir, hyp = tmp_path / "s" / "trial_007", tmp_path / "s" / "trial_007" / "trial_hyp.yaml"
     new = train_command(1, run_dir, hyp, 10, ("--data", "d.yaml"), ("--device", "cpu"))
-    assert new[2:] == ["--data", "d.yaml", "--hyp", str(hyp), "--epochs", "10", "--project", str(tmp_path / "s"),
+    assert new[3:] == ["--data", "d.yaml", "--hyp", str(hyp), "--epochs", "10", "--project", str(tmp_path / "s"),
                        "--name", "trial_007", "--exist-ok", "--device", "cpu"]
-    assert new[1].endswith("train.py")
+    assert new[1:3] == ["-m", "detect.train"]  # the installed package's command: no clone's train.py needed
     resumed = train_command(2, run_dir, hyp, 10, ("--data", "d.yaml"), (), resume=True)
-    assert resumed[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    assert resumed[6:] == ["--resume", str(run_dir / "last.pt"), "--epochs", "10"]
+    assert resumed[1:7] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "detect.train"]
+    assert resumed[7:] == ["--resume", str(run_dir / "last.pt"), "--epochs", "10"]

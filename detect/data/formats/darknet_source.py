@@ -21,13 +21,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from detect.data.records.cache import Fingerprint, SplitLabels, cache_file_for, cached_labels
 from detect.data.formats.darknet_paths import locate, not_found_message
-from detect.data.records.images import probe_images
 from detect.data.formats.label_location import DARKNET_RULES, RULE_WORDS, label_file, skip_shared
-from detect.data.records.records import BadInputReport, ImageRecord, image_ids_for
 from detect.data.formats.spec import DataSpec
 from detect.data.formats.yolo_labels import read_boxes
+from detect.data.records.cache import Fingerprint, SplitLabels, cache_file_for, cached_labels
+from detect.data.records.images import probe_images
+from detect.data.records.records import BadInputReport, ImageRecord, image_ids_for
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from detect.data.records.images import BadImage, probe_image
 from detect.data.formats.label_location import RULE_WORDS, YOLO_RULES, rule_path
 from detect.data.formats.label_location import label_path as location_label_path
+from detect.data.records.images import BadImage, probe_image
 from detect.data.records.records import first_few
 
 log = logging.getLogger(__name__)

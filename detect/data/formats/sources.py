@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 from detect.data.formats import voc, yolo_labels
-from detect.data.records.cache import Fingerprint, SplitLabels, cache_file_for, cached_labels
 from detect.data.formats.class_selection import select_classes
 from detect.data.formats.coco_exports import (
     class_categories,
@@ -29,6 +28,8 @@ from detect.data.formats.coco_exports import (
     report_unknown_categories,
     unique_images,
 )
+from detect.data.formats.spec import DataSpec, default_cache_dir
+from detect.data.records.cache import Fingerprint, SplitLabels, cache_file_for, cached_labels
 from detect.data.records.images import probe_images
 from detect.data.records.records import (
     BadInputReport,
@@ -36,7 +37,6 @@ from detect.data.records.records import (
     first_few,
     validate_boxes_kept,
 )
-from detect.data.formats.spec import DataSpec, default_cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -49,13 +49,13 @@ from detect.data.formats.foreign_yaml import (
     split_path,
 )
 from detect.data.formats.spec_voc import VOC_KEYS, VocOptions, voc_options
+from detect.runtime.assets import find_user_file, missing_file_hint
 
 if TYPE_CHECKING:
     from detect.data.formats.darknet_data import DarknetOptions
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ("coco", "yolo", "voc", "synthetic")
 # and `train` or `val` for coco and yolo: a spec with only a val split is evaluated by detect.val; training on it
 # stops at DataSpec.images("train"), which says that `train` is missing
@@ -134,13 +134,13 @@ def default_cache_dir() -> Path:
 
 
 def _resolve_root(value: str, source: str, base: Path | None = None) -> Path:
-    """`path` as written: absolute, or relative to the spec file's folder (`base`), the current directory or the
-    repository root, the first that exists."""
+    """`path` as written: absolute, or relative to the spec file's folder (`base`, as the user sees it: `..` is
+    taken from the folder's own path, not through a link to it) or the current directory, the first that exists."""
     p = Path(value).expanduser()
     if p.is_absolute():
         candidates = [p]
     else:
-        candidates = ([base / p] if base is not None else []) + [Path.cwd() / p, REPO_ROOT / p]
+        candidates = ([Path(os.path.normpath(base / p))] if base is not None else []) + [Path.cwd() / p]
     for c in candidates:
         if c.exists():
             return c.resolve()
@@ -238,7 +238,7 @@ def _split_paths(raw: Mapping, fmt: str, root: Path | None, source: str) -> dict
 
 def load_data_spec(path: str | Path, overrides: Mapping | None = None) -> DataSpec:
     """Read a spec file; `overrides` (e.g. {"path": "/data/coco"}) replace keys before validation."""
-    path = Path(path)
+    path = find_user_file(path, "data")  # a spec shipped with the package, named by its file name
     if path.is_dir():  # an annotation tool's export as it was unzipped (detect.data.formats.export_folders)
         from detect.data.formats.export_folders import read_export_folder
 
@@ -249,7 +249,8 @@ def load_data_spec(path: str | Path, overrides: Mapping | None = None) -> DataSp
         log.info(f"--data {path}: read as {what}")
         return spec_from_dict({**raw, **dict(overrides or {})}, str(path), base=path.absolute())
     if not path.is_file():
-        raise FileNotFoundError(f"data spec {path} not found (see data/README.md for the available specs)")
+        raise FileNotFoundError(f"data spec {path} not found; {missing_file_hint('data', ('.yaml',))} "
+                                f"(data/README.md says what each holds)")
     from detect.data.formats.darknet_data import darknet_spec_fields, is_darknet_data
     if is_darknet_data(path):
         return DataSpec(**darknet_spec_fields(path, overrides))

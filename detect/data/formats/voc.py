@@ -26,16 +26,16 @@ from pathlib import Path
 
 import numpy as np
 
+from detect.data.formats.label_location import shared_labels, skip_shared
+from detect.data.formats.spec import DataSpec
 from detect.data.records.cache import Fingerprint, SplitLabels
 from detect.data.records.images import is_image_file, probe_images
-from detect.data.formats.label_location import shared_labels, skip_shared
 from detect.data.records.records import (
     BadInputReport,
     ImageRecord,
     image_ids_for,
     validate_boxes_kept,
 )
-from detect.data.formats.spec import DataSpec
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from detect.data.records.cache import Fingerprint, SplitLabels
-from detect.data.records.images import probe_images
 from detect.data.formats.label_layouts import label_path
 from detect.data.formats.label_location import skip_shared
+from detect.data.records.cache import Fingerprint, SplitLabels
+from detect.data.records.images import probe_images
 from detect.data.records.records import (
     BadInputReport,
     ImageRecord,

@@ -15,9 +15,9 @@ from detect.data.augmentation.augment import (
     letterbox,
     transform_boxes,
 )
-from detect.data.datasets import to_chw_rgb
 from detect.data.augmentation.mosaic import build_mosaic
 from detect.data.augmentation.sample_plan import geometric_augment
+from detect.data.datasets import to_chw_rgb
 from tests.support.masks import TOL, mask_box, mask_image, random_box, random_tiles
 
 

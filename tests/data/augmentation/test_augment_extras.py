@@ -17,10 +17,10 @@ from detect.data.augmentation.augment import (
     translation,
     warp,
 )
-from detect.data.datasets import to_chw_rgb
-from detect.data.loader import build_train_loader
 from detect.data.augmentation.mosaic import build_mosaic
 from detect.data.augmentation.sample_plan import geometric_augment, paint_geometry
+from detect.data.datasets import to_chw_rgb
+from detect.data.loader import build_train_loader
 from tests.support.masks import TOL, mask_box, mask_image, random_box, random_tiles
 
 ALL_ON = AugmentConfig(mixup=1.0, mosaic9=0.5, flipud=0.5, perspective=0.0005)

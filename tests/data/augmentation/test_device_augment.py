@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from detect.data.augmentation.augment_config import AugmentConfig
-from detect.data.datasets import TrainDataset, collate_train, collate_train_device
 from detect.data.augmentation.device_augment import DeviceBatch, output_window
 from detect.data.augmentation.device_paint import paint_batch, paint_uint8
+from detect.data.datasets import TrainDataset, collate_train, collate_train_device
 from detect.data.loader import build_train_loader, open_split
 from tests.conftest import ROOT
 

@@ -4,9 +4,9 @@ twice is read once and reported, and either way evaluation scores each image onc
 
 import pytest
 
-from detect.data.records.cache import issues_log_for
 from detect.data.formats.sources import open_source
 from detect.data.formats.spec import spec_from_dict
+from detect.data.records.cache import issues_log_for
 from tests.support.coco_jsons import box, image, perfect_map, roboflow_json, write_coco
 from tests.support.log_lines import log_lines
 

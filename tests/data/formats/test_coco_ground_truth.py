@@ -10,18 +10,18 @@ import pytest
 import torch
 from pycocotools.coco import COCO
 
-from detect.bench.scale_data import fake_detections
-from detect.data.records.cache import CACHE_VERSION, issues_log_for
+from benchmarks.scale_data import fake_detections
 from detect.data.formats.sources import open_source
 from detect.data.formats.spec import spec_from_dict
+from detect.data.records.cache import CACHE_VERSION, issues_log_for
 from detect.evaluation.coco import (
-    coco_evaluate,
     detections_to_rows,
     ground_truth_counts,
     rows_to_results,
 )
 from detect.evaluation.evaluator import CocoEvaluator
 from tests.conftest import shared_path
+from tests.support.coco_oracles import coco_evaluate
 from tests.support.corpus import jpeg_bytes
 from tests.support.log_lines import log_lines
 

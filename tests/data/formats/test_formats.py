@@ -92,9 +92,9 @@ def test_yolo_label_lines_of_tracks_are_boxes_and_a_triangle_stays_a_polygon():
 
 
 def test_a_label_file_with_a_bom_reads_and_an_unreadable_one_is_reported_not_a_crash(tmp_path):
+    from detect.data.formats.yolo_labels import read_boxes
     from detect.data.records.images import ImageProbe
     from detect.data.records.records import BadInputReport
-    from detect.data.formats.yolo_labels import read_boxes
 
     probe, report = ImageProbe(100, 50, ()), BadInputReport()
     label = tmp_path / "a.txt"

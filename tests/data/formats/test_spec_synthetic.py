@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from detect.data.loader import resolve_spec
 from detect.data.augmentation.multiscale import MultiScale
 from detect.data.formats.spec import load_data_spec, spec_from_dict
 from detect.data.formats.synthetic import CLASS_NAMES, SyntheticConfig, ensure_synthetic
+from detect.data.loader import resolve_spec
 from tests.conftest import ROOT
 
 

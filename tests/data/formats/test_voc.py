@@ -9,11 +9,11 @@ import cv2
 import numpy as np
 import pytest
 
-from detect.data.records.images import load_image, load_image_for_size
 from detect.data.formats.sources import open_source
 from detect.data.formats.spec import load_data_spec, spec_from_dict
-from detect.evaluation.coco import coco_evaluate
+from detect.data.records.images import load_image, load_image_for_size
 from tests.conftest import ROOT, shared_path
+from tests.support.coco_oracles import coco_evaluate
 from tests.support.log_lines import log_lines
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from detect.data.records import image_cache
 from detect.data.augmentation.augment_config import AugmentConfig
 from detect.data.loader import build_eval_loader, build_train_loader, open_split
+from detect.data.records import image_cache
 from tests.conftest import ROOT
 from tests.support.distributed import run_distributed
 from tests.support.log_lines import log_lines

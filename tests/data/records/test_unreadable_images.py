@@ -8,8 +8,8 @@ import pytest
 
 from detect.data.augmentation.augment_config import AugmentConfig
 from detect.data.datasets import MAX_UNREADABLE_IN_A_ROW, EvalDataset, TrainDataset
-from detect.data.loader import build_eval_loader, build_train_loader, open_split
 from detect.data.formats.spec import spec_from_dict
+from detect.data.loader import build_eval_loader, build_train_loader, open_split
 from tests.support.log_lines import log_lines
 
 

@@ -1,6 +1,6 @@
-"""`python -m detect.bench imbalance`: do repeat-factor sampling and class weights help rare classes?
+"""`python -m benchmarks imbalance`: do repeat-factor sampling and class weights help rare classes?
 
-    python -m detect.bench imbalance --seeds 0 1            # 6 coco-tiny classes, 2 of them made rare
+    python -m benchmarks imbalance --seeds 0 1            # 6 coco-tiny classes, 2 of them made rare
 
 Builds a split from coco-tiny (COCO json): the `--classes` most frequent classes of its train images, of which
 the `--rare` least frequent keep only `--keep` train images each (the other images holding them are left out
@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from detect.bench.finetune import ROOT, SHARED
+from benchmarks import ROOT, SHARED
 
 VARIANTS = {"plain": ([], ""), "repeat-factor": (["--sampler", "repeat-factor"], ""),
             "class-weights": ([], "class_weights: auto\n"),
@@ -31,7 +31,7 @@ VARIANTS = {"plain": ([], ""), "repeat-factor": (["--sampler", "repeat-factor"],
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m detect.bench imbalance", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks imbalance", description=__doc__.split("\n")[0])
     p.add_argument("--coco", default=str(SHARED / "data" / "coco-tiny"), help="a COCO folder (train2017, val2017)")
     p.add_argument("--classes", type=int, default=6, help="the most frequent classes of the train images")
     p.add_argument("--rare", type=int, default=2, help="how many of them are made rare")

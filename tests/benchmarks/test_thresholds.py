@@ -1,9 +1,9 @@
-"""`python -m detect.bench thresholds` on a tiny model and dataset: the table's rows and its totals, which are the
+"""`python -m benchmarks thresholds` on a tiny model and dataset: the table's rows and its totals, which are the
 counts of detect.evaluation.thresholds at each setting (the figures themselves are not checked)."""
 
 import numpy as np
 
-from detect.bench import thresholds as bench
+from benchmarks import thresholds as bench
 from detect.evaluation.thresholds import Counts
 from tests.support.val_data import write_coco_dataset, write_tiny_checkpoint
 

@@ -1,9 +1,9 @@
-"""detect.bench.track_data (the sequences with known tracks) and a short run of `python -m detect.bench track`."""
+"""benchmarks.track_data (the sequences with known tracks) and a short run of `python -m benchmarks track`."""
 
 import numpy as np
 
-from detect.bench.track import main
-from detect.bench.track_data import MIN_VISIBLE, moving_shapes, pan_over, simulate_detections, write_sequence
+from benchmarks.track import main
+from benchmarks.track_data import MIN_VISIBLE, moving_shapes, pan_over, simulate_detections, write_sequence
 from detect.tracking.mot import find_sequences, read_mot
 
 

@@ -1,6 +1,6 @@
-"""`python -m detect.bench finetune`: the fine-tune a user runs first, timed end to end, figures per epoch.
+"""`python -m benchmarks finetune`: the fine-tune a user runs first, timed end to end, figures per epoch.
 
-    python -m detect.bench finetune --data data/kangaroo.yaml            # yolov3-tiny COCO weights, 10 epochs
+    python -m benchmarks finetune --data data/kangaroo.yaml            # yolov3-tiny COCO weights, 10 epochs
 
 Runs `torchrun --nproc_per_node N train.py` with the default flags (only the ones below), then `detect.val` on
 best.pt, and prints each epoch's losses and validation mAP with the wall time so far, then the final figures.
@@ -19,12 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("DETECT_SHARED", ROOT.parent / "shared"))
+from benchmarks import ROOT, SHARED
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m detect.bench finetune", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks finetune", description=__doc__.split("\n")[0])
     p.add_argument("--data", required=True, help="dataset spec yaml")
     p.add_argument("--cfg", default=str(ROOT / "cfg" / "yolov3-tiny.cfg"))
     p.add_argument("--weights", default=str(SHARED / "weights" / "yolov3-tiny.weights"))

@@ -1,6 +1,6 @@
-"""COCO at full size on this machine: `python -m detect.bench scale` (figures, not pass/fail).
+"""COCO at full size on this machine: `python -m benchmarks scale` (figures, not pass/fail).
 
-Generates a COCO-sized split (detect.bench.scale_data: 118,287 train and 5,000 val images, COCO's box
+Generates a COCO-sized split (benchmarks.scale_data: 118,287 train and 5,000 val images, COCO's box
 counts and statistics, small images) once under `--workdir`, then runs `--processes` spawned gloo processes
 (one process group, the environment torchrun gives) through the stages a COCO job pays for that do not
 depend on the model:
@@ -26,20 +26,20 @@ from pathlib import Path
 
 import numpy as np
 
-from detect.bench.scale_data import (
+from benchmarks.scale_data import (
     COCO_TRAIN_IMAGES,
     COCO_VAL_IMAGES,
     fake_detections,
     generate_dataset,
 )
-from detect.bench.soak import process_tree_figures
+from benchmarks.soak import process_tree_figures
 from detect.bench.val import _free_port as free_port
 
 STAGES = ("cache", "loader", "eval")
 
 
 def parse_args(argv) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m detect.bench scale", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks scale", description=__doc__.split("\n")[0])
     p.add_argument("--train", type=int, default=COCO_TRAIN_IMAGES, help="train images (default: COCO's)")
     p.add_argument("--val", type=int, default=COCO_VAL_IMAGES, help="val images (default: COCO's)")
     p.add_argument("--processes", type=int, default=2)

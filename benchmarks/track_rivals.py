@@ -1,4 +1,4 @@
-"""The trackers `python -m detect.bench track` compares, behind one call: `step(rows [n, 6]) -> (boxes [k, 4]
+"""The trackers `python -m benchmarks track` compares, behind one call: `step(rows [n, 6]) -> (boxes [k, 4]
 xyxy, ids [k], scores [k])` per frame. Ours (detect.tracking) and, when installed, ultralytics' BYTETracker with
 its own defaults (bytetrack.yaml), fed the same detections through a stand-in for its Boxes (conf, cls, xyxy,
 xywh, boolean indexing). ultralytics is a benchmark reference only, not a dependency of the project."""

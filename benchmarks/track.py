@@ -1,9 +1,9 @@
-"""`python -m detect.bench track`: our ByteTrack beside ultralytics' on the same detections, per sequence.
+"""`python -m benchmarks track`: our ByteTrack beside ultralytics' on the same detections, per sequence.
 
-    python -m detect.bench track                          # simulated detections on every sequence
-    python -m detect.bench track --cfg cfg/yolov3-tiny.cfg --weights ../shared/weights/yolov3-tiny.weights
+    python -m benchmarks track                          # simulated detections on every sequence
+    python -m benchmarks track --cfg cfg/yolov3-tiny.cfg --weights ../shared/weights/yolov3-tiny.weights
 
-Sequences (detect.bench.track_data): a camera window panning and zooming across the coco-tiny val photos with
+Sequences (benchmarks.track_data): a camera window panning and zooming across the coco-tiny val photos with
 the most objects and the kangaroo photo with the most kangaroos (real objects moving with their annotation as
 id, cut by the frame edge, leaving and coming back), and shapes crossing and hiding one another. Detections:
 simulated from the ground truth (seeded jitter, misses and faint scores growing with occlusion, false
@@ -20,17 +20,16 @@ from pathlib import Path
 
 import numpy as np
 
-from detect.bench.track_data import moving_shapes, pan_over, simulate_detections
-from detect.bench.track_rivals import OurTracker, UltralyticsTracker, ultralytics_available
+from benchmarks import ROOT
+from benchmarks.track_data import moving_shapes, pan_over, simulate_detections
+from benchmarks.track_rivals import OurTracker, UltralyticsTracker, ultralytics_available
 from detect.tracking.config import LOW_SCORE
 from detect.tracking.metrics import evaluate_sequence, scores
 from detect.tracking.mot import MotRows
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m detect.bench track", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks track", description=__doc__.split("\n")[0])
     p.add_argument("--coco", default=str(ROOT / "data" / "coco-tiny.yaml"), help="data spec of the COCO photos")
     p.add_argument("--kangaroo", default=str(ROOT / "data" / "kangaroo.yaml"), help="data spec of the kangaroos")
     p.add_argument("--photos", type=int, default=2, help="coco-tiny photos panned over (those with most objects)")
@@ -52,9 +51,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 def photo_sequences(spec_path: str, count: int, frames: int, prefix: str, named=()) -> list:
     """Pans over the `count` photos of the spec's val split with the most objects of at least 1% of the photo,
     and over those `named` (file names)."""
-    from detect.data.records.images import read_image
-    from detect.data.loader import open_split
     from detect.data.formats.spec import load_data_spec
+    from detect.data.loader import open_split
+    from detect.data.records.images import read_image
 
     try:
         records = open_split(load_data_spec(spec_path), "val").records

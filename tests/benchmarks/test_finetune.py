@@ -1,6 +1,6 @@
 import os
 
-from detect.bench.finetune import parse_args
+from benchmarks.finetune import parse_args
 
 
 def test_also_val_takes_several_specs_and_leaves_train_flags_after_the_separator():
@@ -14,7 +14,7 @@ def test_best_pt_is_evaluated_on_each_spec_with_detect_val(tmp_path, monkeypatch
     folder: figures equal to detect.val's own on the same files."""
     import json
 
-    from detect.bench.finetune import _evaluate
+    from benchmarks.finetune import _evaluate
     from detect.val import main as val_main
     from tests.support.val_data import val_args, write_coco_dataset, write_tiny_checkpoint
 

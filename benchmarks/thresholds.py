@@ -1,9 +1,9 @@
-"""`python -m detect.bench thresholds`: per-class confidence thresholds against one threshold, chosen on one set of
+"""`python -m benchmarks thresholds`: per-class confidence thresholds against one threshold, chosen on one set of
 images and scored on another.
 
-    python -m detect.bench thresholds --cfg ../shared/darknet-cfg/yolov3-tiny.cfg \\
+    python -m benchmarks thresholds --cfg ../shared/darknet-cfg/yolov3-tiny.cfg \\
         --weights ../shared/weights/yolov3-tiny.weights --data data/coco-tiny.yaml --choose val --score train
-    python -m detect.bench thresholds --weights best.pt --data data/kangaroo.yaml --halves
+    python -m benchmarks thresholds --weights best.pt --data data/kangaroo.yaml --halves
 
 The thresholds are chosen as `detect.val --save-thresholds` chooses them (val's protocol: conf 0.001, IoU 0.6,
 multi-label, merge-NMS) on the --choose split, and scored as detect.predict and the API detect (conf, IoU 0.45,
@@ -39,7 +39,7 @@ PLAIN_CONF = 0.25  # detect.predict's and the API's --conf
 
 
 def parse_args(argv) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m detect.bench thresholds", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks thresholds", description=__doc__.split("\n")[0])
     p.add_argument("--weights", required=True)
     p.add_argument("--cfg", default=None)
     p.add_argument("--data", required=True)

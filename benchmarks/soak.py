@@ -1,4 +1,4 @@
-"""Soak: the real training loop for many epochs, watched for leaks: `python -m detect.bench soak --epochs 32`.
+"""Soak: the real training loop for many epochs, watched for leaks: `python -m benchmarks soak --epochs 32`.
 
 Training mode: `--processes` gloo processes on the CPU (spawned here, one process group, as torchrun would) with
 `--workers` loader workers each run `train.py`'s loop (evaluation and checkpoints every epoch) on the synthetic
@@ -46,7 +46,7 @@ def process_tree_figures(pid: int) -> dict:
 
 
 def parse_args(argv) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m detect.bench soak", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks soak", description=__doc__.split("\n")[0])
     p.add_argument("--epochs", type=int, default=32)
     p.add_argument("--processes", type=int, default=2)
     p.add_argument("--workers", type=int, default=2, help="loader workers per process")
@@ -208,7 +208,7 @@ def run_soak(args) -> int:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if not Path("/proc/self/status").exists():
-        print("detect.bench soak reads /proc: Linux only", file=sys.stderr)
+        print("python -m benchmarks soak reads /proc: Linux only", file=sys.stderr)
         return 2
     if args.eval_images is not None:
         if not (args.cfg and args.weights and args.data):

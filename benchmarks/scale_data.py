@@ -1,4 +1,4 @@
-"""A COCO-sized split generated on the spot for `python -m detect.bench scale`: COCO's image and box counts and
+"""A COCO-sized split generated on the spot for `python -m benchmarks scale`: COCO's image and box counts and
 box statistics on small images (no download).
 
 Images: a pool of distinct small JPEGs (COCO's aspect ratios at a quarter of its size), hard-linked under one

@@ -1,4 +1,4 @@
-"""Sequences with known tracks for `python -m detect.bench track` and the tests: made on the spot, seeded.
+"""Sequences with known tracks for `python -m benchmarks track` and the tests: made on the spot, seeded.
 
 - `pan_over`: a camera window panning and zooming across a real photo (coco-tiny, kangaroo): its annotated
   objects move through the frame with their annotation as id, leave it at one edge and come back (cut by the
