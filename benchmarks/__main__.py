@@ -7,6 +7,7 @@ from detect.runtime.commands import dispatch
 
 BENCHMARKS = {
     "finetune": "a default fine-tune end to end (torchrun train.py + detect.val), figures per epoch",
+    "coco_eval": "COCO evaluation at COCO's and Objects365's size: each COCOeval engine alone vs the evaluator",
     "scale": "COCO-sized split (118k/5k, generated): label cache, loader worker memory, evaluation gather/COCOeval",
     "imbalance": "rare classes (a coco-tiny split): plain vs repeat-factor sampling vs class weights, per-class AP",
     "soak": "many epochs of training (2 processes + loader workers): RSS, fds, img/s per epoch; eval memory",

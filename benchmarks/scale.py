@@ -1,4 +1,5 @@
-"""COCO at full size on this machine: `python -m benchmarks scale` (figures, not pass/fail).
+"""COCO at full size on this machine: `python -m benchmarks scale` (figures, not pass/fail). The evaluation at
+COCO's size has its own: `python -m benchmarks coco_eval`.
 
 Generates a COCO-sized split (benchmarks.scale_data: 118,287 train and 5,000 val images, COCO's box
 counts and statistics, small images) once under `--workdir`, then runs `--processes` spawned gloo processes
@@ -8,9 +9,6 @@ depend on the model:
   by every rank; seconds, images/s and peak RSS per rank;
 - loader: one epoch of the train loader over all records (`--workers` workers per rank, mosaic on); each
   worker's RSS and private (copy-on-write) memory after the first batches and at the end;
-- eval: `--dets` detections per image (jittered ground truth plus random false positives) on every image
-  of the val split, each rank holding its own images' as the evaluator would, then the evaluator's compute
-  (rows exchanged by category, COCOeval shared by the ranks, rows gathered to rank 0): s, peak RSS per rank.
 `--train`/`--val` scale it down for a quick run; `--stages` picks stages.
 """
 
@@ -24,18 +22,11 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
-
-from benchmarks.scale_data import (
-    COCO_TRAIN_IMAGES,
-    COCO_VAL_IMAGES,
-    fake_detections,
-    generate_dataset,
-)
+from benchmarks.scale_data import COCO_TRAIN_IMAGES, COCO_VAL_IMAGES, generate_dataset
 from benchmarks.soak import process_tree_figures
 from detect.bench.val import _free_port as free_port
 
-STAGES = ("cache", "loader", "eval")
+STAGES = ("cache", "loader")
 
 
 def parse_args(argv) -> argparse.Namespace:
@@ -47,8 +38,6 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--img-size", "--img", dest="img", type=int, default=160)
     p.add_argument("--batch-size", "--batch", dest="batch", type=int, default=32, help="per process")
     p.add_argument("--loader-batches", type=int, default=None, help="stop the loader epoch after this many")
-    p.add_argument("--dets", default="100,300", help="detections per image for the eval stage (comma list)")
-    p.add_argument("--coco-backend", default="faster-coco-eval", choices=("faster-coco-eval", "pycocotools"))
     p.add_argument("--stages", default=",".join(STAGES), help=f"comma list of {', '.join(STAGES)}")
     p.add_argument("--workdir", default=None, help="generated data and caches (default: a temp folder)")
     args = p.parse_args(argv)
@@ -56,7 +45,6 @@ def parse_args(argv) -> argparse.Namespace:
     unknown = set(args.stages) - set(STAGES)
     if unknown:
         p.error(f"--stages: unknown {sorted(unknown)}; choose from {', '.join(STAGES)}")
-    args.dets = [int(d) for d in args.dets.split(",") if d]
     return args
 
 
@@ -141,40 +129,6 @@ def stage_loader(spec: Path, cache_dir: Path, args, rank: int, world: int) -> di
     return {"batches": len(loader), "images": images, "s": seconds, "start": start or end, "end": end}
 
 
-def _fill(evaluator, source, rank: int, world: int, per_image: int) -> None:
-    """This rank's share of the val images with `per_image` generated detections each."""
-    from detect.evaluation.coco import detections_to_rows
-
-    rng = np.random.default_rng(1000 + rank)
-    for index in range(rank, len(source.records), world):
-        record = source.records[index]
-        det = fake_detections(record.boxes, record.classes, per_image, len(source.names), rng)
-        import torch
-
-        rows = detections_to_rows(torch.from_numpy(det), record.image_id, source.category_ids)
-        evaluator.add_rows(rows, record.image_id)
-
-
-def stage_eval(spec: Path, cache_dir: Path, per_image: int, rank: int, world: int, backend: str) -> dict:
-    from detect.data.loader import open_split
-    from detect.evaluation.evaluator import CocoEvaluator
-    from detect.runtime import dist
-
-    source = open_split(spec, "val", cache_dir)
-    evaluator = CocoEvaluator(source, backend=backend)
-    _fill(evaluator, source, rank, world, per_image)
-    local_mb = per_image * len(range(rank, len(source.records), world)) * 7 * 8 / 2**20
-    dist.barrier()
-    before = process_tree_figures(os.getpid())["rss"]
-    with PeakRss() as peak:
-        tick = time.perf_counter()
-        result = evaluator.compute()
-        compute_s = time.perf_counter() - tick
-    return {"dets": per_image, "local_mb": local_mb, "compute_s": compute_s, "peak_mb": peak.peak, "before_mb": before,
-            "cocoeval_s": result.rank_seconds[rank]["cocoeval"], "map": result.map, "map50": result.map50,
-            "backend": result.backend}
-
-
 def _scale_rank(rank: int, world: int, port: int, args, spec: str, out: str) -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
@@ -192,9 +146,6 @@ def _scale_rank(rank: int, world: int, port: int, args, spec: str, out: str) -> 
             figures["cache"] = stage_cache(Path(spec), cache_dir)
         if "loader" in args.stages:
             figures["loader"] = stage_loader(Path(spec), cache_dir, args, rank, world)
-        if "eval" in args.stages:
-            figures["eval"] = [stage_eval(Path(spec), cache_dir, d, rank, world, args.coco_backend)
-                               for d in args.dets]
         every = dist.all_gather_object(figures)
     finally:
         dist.destroy(ctx)
@@ -224,15 +175,6 @@ def report(every: list[dict]) -> str:
                                 f"private {a[1]:.0f} -> {b[1]:.0f} MB" for a, b, g in pairs)
             lines.append(f"loader rank {rank}: {lo['images']} images in {lo['s']:.0f} s "
                          f"({lo['images'] / max(lo['s'], 1e-9):.0f} img/s); workers: {workers}")
-    if "eval" in every[0]:
-        for k, first in enumerate(every[0]["eval"]):
-            ranks = [f["eval"][k] for f in every]
-            lines.append(f"eval {first['dets']} dets/image ({first['backend']}): rows " + ", ".join(
-                f"{r['local_mb']:.0f}" for r in ranks) + " MB per rank; compute (exchange, COCOeval, gather) "
-                + ", ".join(f"{r['compute_s']:.1f}" for r in ranks) + " s, of which COCOeval " + ", ".join(
-                f"{r['cocoeval_s']:.1f}" for r in ranks) + " s; RSS before -> peak " + ", ".join(
-                f"{r['before_mb']:.0f} -> {r['peak_mb']:.0f}" for r in ranks) + f" MB per rank; mAP {first['map']:.4f} "
-                f"mAP@0.5 {first['map50']:.4f}")
     return "\n".join(lines)
 
 

@@ -68,46 +68,61 @@ def sample_boxes(rng: np.random.Generator, n: int, width: int, height: int) -> n
     return np.stack([x, y, w, h], 1).round(2)
 
 
-def class_probabilities() -> np.ndarray:
-    p = 1.0 / np.arange(1, len(COCO_IDS) + 1) ** 1.1
+def class_probabilities(num_classes: int = len(COCO_IDS)) -> np.ndarray:
+    p = 1.0 / np.arange(1, num_classes + 1) ** 1.1
     return p / p.sum()
 
 
+def category_ids(num_classes: int) -> list[int]:
+    """COCO's ids for 80 classes, 1..n otherwise (an Objects365-like set: 365)."""
+    return list(COCO_IDS) if num_classes == len(COCO_IDS) else list(range(1, num_classes + 1))
+
+
+def synthetic_ground_truth(num_images: int, seed: int, num_classes: int = len(COCO_IDS)) -> dict:
+    """A COCO ground-truth dict of `num_images` images (image i shaped as pool image i, POOL_SHAPES) with COCO's
+    box statistics (see the module's docstring); file names 000000000001.jpg on."""
+    rng = np.random.default_rng(seed)
+    ids = category_ids(num_classes)
+    counts = rng.negative_binomial(1.2, 1.2 / (1.2 + MEAN_BOXES), num_images).clip(1, MAX_BOXES)
+    counts[rng.random(num_images) < EMPTY_FRACTION] = 0
+    classes = rng.choice(len(ids), int(counts.sum()), p=class_probabilities(len(ids)))
+    image_rows, annotation_rows, next_box = [], [], 0
+    for i in range(num_images):
+        w, h = POOL_SHAPES[i % len(POOL_SHAPES)]
+        image_rows.append({"id": i + 1, "file_name": f"{i + 1:012d}.jpg", "width": w, "height": h})
+        for box in sample_boxes(rng, int(counts[i]), w, h):
+            annotation_rows.append({"id": next_box + 1, "image_id": i + 1,
+                                    "category_id": ids[int(classes[next_box])], "bbox": box.tolist(),
+                                    "area": float(box[2] * box[3]), "iscrowd": 0})
+            next_box += 1
+    return {"info": {"num_images": num_images, "num_boxes": next_box, "seed": seed},
+            "images": image_rows, "annotations": annotation_rows,
+            "categories": [{"id": c, "name": f"class{c}"} for c in ids]}
+
+
 def generate_split(root: Path, name: str, num_images: int, pool: list, seed: int) -> ScaleSplit:
-    """`root/name/` with one link per image and `root/name.json`; reused when already complete."""
+    """`root/name/` with one link per image (pool image i % POOL_SIZE) and `root/name.json`; reused when already
+    complete."""
     images, annotations = root / name, root / f"{name}.json"
     if annotations.is_file():
         meta = json.loads(annotations.read_text()).get("info", {})
         if meta.get("num_images") == num_images and meta.get("seed") == seed:
             return ScaleSplit(images, annotations, num_images, meta["num_boxes"])
-    rng = np.random.default_rng(seed)
+    dataset = synthetic_ground_truth(num_images, seed)
     images.mkdir(parents=True, exist_ok=True)
-    counts = rng.negative_binomial(1.2, 1.2 / (1.2 + MEAN_BOXES), num_images).clip(1, MAX_BOXES)
-    counts[rng.random(num_images) < EMPTY_FRACTION] = 0
-    classes = rng.choice(len(COCO_IDS), int(counts.sum()), p=class_probabilities())
-    image_rows, annotation_rows, next_box = [], [], 0
-    for i in range(num_images):
+    for i, image in enumerate(dataset["images"]):
         source, w, h = pool[i % len(pool)]
-        file_name = f"{i + 1:012d}.jpg"
-        target = images / file_name
+        assert (w, h) == (image["width"], image["height"]), "the pool's shapes follow POOL_SHAPES"
+        target = images / image["file_name"]
         if not target.exists():
             try:
                 os.link(source, target)
             except OSError:  # a file system without hard links
                 target.write_bytes(source.read_bytes())
-        image_rows.append({"id": i + 1, "file_name": file_name, "width": w, "height": h})
-        for box in sample_boxes(rng, int(counts[i]), w, h):
-            annotation_rows.append({"id": next_box + 1, "image_id": i + 1,
-                                    "category_id": COCO_IDS[int(classes[next_box])], "bbox": box.tolist(),
-                                    "area": float(box[2] * box[3]), "iscrowd": 0})
-            next_box += 1
-    dataset = {"info": {"num_images": num_images, "num_boxes": next_box, "seed": seed},
-               "images": image_rows, "annotations": annotation_rows,
-               "categories": [{"id": c, "name": f"class{c}"} for c in COCO_IDS]}
     tmp = annotations.with_suffix(".tmp")
     tmp.write_text(json.dumps(dataset))
     os.replace(tmp, annotations)
-    return ScaleSplit(images, annotations, num_images, next_box)
+    return ScaleSplit(images, annotations, num_images, dataset["info"]["num_boxes"])
 
 
 def generate_dataset(root: Path, train_images: int, val_images: int, seed: int = 0) -> Path:

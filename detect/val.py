@@ -94,7 +94,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "sideways, as Darknet reads them (ignore), or turned upright as their labels are drawn "
                         "(apply; the other metrics always apply it)")
     p.add_argument("--coco-backend", default=DEFAULT_BACKEND, choices=BACKENDS,
-                   help="COCOeval engine (the same 12 numbers; faster-coco-eval is C++, pycocotools the reference)")
+                   help="COCOeval engine (pycocotools' numbers from each; ultrafast-pycocotools is Rust, "
+                        "faster-coco-eval C++, pycocotools the reference)")
     p.add_argument("--track", nargs="?", const=DEFAULT_TRACKER, default=None, choices=tuple(TRACKERS),
                    metavar="TRACKER", help=f"tracking metrics instead (HOTA, MOTA, IDF1; TrackEval): --data is a "
                    f"MOTChallenge sequence folder (SEQ/img1/*.jpg, SEQ/gt/gt.txt, SEQ/seqinfo.ini) or a folder of "

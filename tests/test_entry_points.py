@@ -102,7 +102,7 @@ def test_val_split_has_help_and_defaults_are_stated(capsys):
     text, split = " ".join(raw.split("options:", 1)[1].split()), _help_of(raw, "--split")
     assert "which split" in split and "(default: val)" in split
     assert "(default: 0.001)" in _help_of(raw, "--conf") and "(default: None)" not in text
-    assert "(default: faster-coco-eval)" in _help_of(raw, "--coco-backend").replace("faster- coco", "faster-coco")
+    assert "(default: ultrafast-pycocotools)" in _help_of(raw, "--coco-backend").replace("ultrafast- pyco", "ultrafast-pyco")
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the machine without a GPU")

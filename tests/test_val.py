@@ -177,13 +177,14 @@ def test_val_cache_dir_engine_and_image_cache(tmp_path, monkeypatch, capsys):
     weights = write_tiny_checkpoint(tmp_path)
     monkeypatch.delenv("DETECT_CACHE")
     stats = {}
-    for backend in ("pycocotools", "faster-coco-eval"):
+    for backend in ("pycocotools", "faster-coco-eval", "ultrafast-pycocotools"):
         args = val_args(spec, weights, tmp_path, "--cache-dir", str(tmp_path / "mine"), "--cache", "disk",
                          "--coco-backend", backend, "--name", backend)
         assert main(args) == 0
         assert f"COCOeval engine: {backend}" in capsys.readouterr().out
         stats[backend] = json.loads((tmp_path / "runs" / backend / "metrics.json").read_text())["stats"]
     assert stats["pycocotools"] == pytest.approx(stats["faster-coco-eval"], abs=1e-9)
+    assert stats["pycocotools"] == stats["ultrafast-pycocotools"]  # the default engine: exactly
     assert [f.name.split("-")[:2] for f in (tmp_path / "mine" / "labels").glob("*.npz")] == [["data", "val"]]
     assert list((tmp_path / "mine" / "images").iterdir())  # the disk image cache beside the label cache
 

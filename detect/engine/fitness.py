@@ -7,12 +7,13 @@ from __future__ import annotations
 import logging
 
 from detect.darknet.load import uses_channels_last
+from detect.evaluation.cocoeval_engines import DEFAULT_BACKEND
 
 log = logging.getLogger(__name__)
 
 
 def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, stride: int, ctx, on_result=None,
-                   cache: str | None = None, cache_dir=None, backend: str = "faster-coco-eval",
+                   cache: str | None = None, cache_dir=None, backend: str = DEFAULT_BACKEND,
                    metric: str = "coco", resize: str = "letterbox"):
     """A callable(model) -> (fitness, metrics) over the opened val split, or None without one; the fitness is
     mAP@0.5:0.95, or with `metric` voc07 / voc12 VOC's mAP@0.5; `on_result(EvalResult)` sees each result."""

@@ -13,6 +13,7 @@ from detect.darknet.load import check_img_size
 from detect.engine.config import load_hyp
 from detect.engine.mlflow_logger import mlflow_available
 from detect.engine.optim import OPTIMIZERS, SCHEDULES
+from detect.evaluation.cocoeval_engines import BACKENDS, DEFAULT_BACKEND
 from detect.runtime.assets import asset, find_user_file, missing_file_hint
 from detect.runtime.commands import DefaultsHelpFormatter
 from detect.runtime.dist import DEFAULT_TIMEOUT_S
@@ -80,7 +81,7 @@ class TrainOptions:
     cache: str | None = None  # ram | disk: decoded images kept between epochs (detect.data.records.image_cache)
     augment_on: str = "host"  # host | device: where a batch's pixels are augmented
     resize: str = "letterbox"  # letterbox | stretch: how images are fed (recorded in the .pt; inference follows)
-    coco_backend: str = "faster-coco-eval"
+    coco_backend: str = DEFAULT_BACKEND  # the COCOeval engine (detect.evaluation.cocoeval_engines)
     metric: str = "coco"  # the fitness of best.pt: coco (mAP@0.5:0.95), voc07 / voc12 (VOC mAP@0.5), darknet
     plots: bool = True
     tensorboard: bool = False
@@ -189,8 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how images are fed in training and evaluation: letterbox (keep the aspect ratio) or "
                         "stretch (fill the square, Darknet's letter_box=0; stretch-single: mosaic tiles keep their "
                         "aspect ratio); best.pt records it and val, predict and export follow it")
-    p.add_argument("--coco-backend", default=d.coco_backend, choices=("faster-coco-eval", "pycocotools"),
-                   help="COCOeval engine of the evaluations (the same numbers; faster-coco-eval is C++)")
+    p.add_argument("--coco-backend", default=d.coco_backend, choices=BACKENDS,
+                   help="COCOeval engine of the evaluations (pycocotools' numbers from each; ultrafast-pycocotools "
+                        "is Rust, faster-coco-eval C++, pycocotools the reference)")
     p.add_argument("--metric", default=d.metric, choices=("coco", "voc07", "voc12", "darknet"),
                    help="what best.pt and --patience follow: coco = mAP@0.5:0.95; voc07 / voc12 = VOC mAP@0.5 "
                         "(11-point / all-point); darknet = Darknet's own detector map mAP@0.50 (its image reading "

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 STAT_NAMES = (
     "AP@[.50:.95] all maxDets=100", "AP@.50 all maxDets=100", "AP@.75 all maxDets=100",
@@ -28,14 +31,14 @@ class ClassAP:
     ap: float       # AP@[.50:.95]
 
 
-def detections_to_rows(det: torch.Tensor, image_id: int, category_ids: Sequence[int]) -> np.ndarray:
+def detections_to_rows(det: torch.Tensor | np.ndarray, image_id: int, category_ids: Sequence[int]) -> np.ndarray:
     """Rows (x1, y1, x2, y2, score, class) in original pixels -> float64 [n, 7] rows
     (image_id, x, y, w, h, score, category_id): compact to gather across ranks, one dict each only at the end.
 
     Coordinates are rounded to 1/1000 pixel and scores to 5 decimals: far below what changes COCOeval,
     and it keeps the results json small.
     """
-    rows = det.detach().to("cpu", torch.float64).numpy()
+    rows = np.asarray(det.detach().cpu() if hasattr(det, "detach") else det, dtype=np.float64)
     out = np.empty((len(rows), 7), dtype=np.float64)
     out[:, 0] = image_id
     out[:, 1:3] = rows[:, 0:2].round(3)
@@ -53,9 +56,18 @@ def rows_to_results(rows: np.ndarray) -> list[dict]:
 
 def sort_rows(rows: np.ndarray) -> np.ndarray:
     """A fixed order (image, score descending, category, box): COCOeval breaks score ties by input order,
-    so this makes its result independent of how the rows were split across ranks."""
+    so this makes its result independent of how the rows were split across ranks. A sort of seven keys: the
+    evaluator sorts each image's rows as they arrive and puts the images in order with `by_image`."""
     order = np.lexsort((rows[:, 4], rows[:, 3], rows[:, 2], rows[:, 1], rows[:, 6], -rows[:, 5], rows[:, 0]))
     return rows[order]
+
+
+def by_image(rows: np.ndarray) -> np.ndarray:
+    """Rows whose images' rows are each in sort_rows' order, images in any order -> sort_rows' order, by one
+    stable sort of the image ids (the ranks' rows put together are so)."""
+    if len(rows) < 2 or (rows[1:, 0] >= rows[:-1, 0]).all():  # one rank's rows, added image by image in order
+        return rows
+    return rows[np.argsort(rows[:, 0], kind="stable")]
 
 
 def ground_truth_counts(coco_gt, image_ids: Sequence[int]) -> dict[int, tuple[int, int]]:

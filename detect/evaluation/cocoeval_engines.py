@@ -1,5 +1,14 @@
-"""The COCOeval engines: faster-coco-eval (C++ matching and accumulation, the default) or pycocotools (the
-reference), both with VOC `difficult` boxes matched by IoU, run over any subset of the categories.
+"""The COCOeval engines, run over any subset of the categories: ultrafast-pycocotools (Rust, the default),
+faster-coco-eval (C++) or pycocotools (the reference), all giving pycocotools' numbers, VOC `difficult` boxes
+matched by IoU.
+
+ultrafast-pycocotools gives pycocotools' precision and recall arrays bit for bit (the project's tests check
+them with np.array_equal on real detections, crowd regions and score ties) in about a second at COCO val's size,
+with no Python object per detection. It matches every ground truth in Rust, though, so the IoU override that
+makes a VOC difficult box a box rather than a crowd region cannot reach it: the categories with a difficult box
+among the evaluated images go through pycocotools (`cocoeval_class`), the others through ultrafast. faster-coco-eval
+can differ from pycocotools in the last bit of a precision where a category's first detection is its only one
+(tp / (tp + fp) against pycocotools' tp / (tp + fp + eps)); it stays selectable.
 
 COCOeval's work is independent per category: the matching of an image's detections to its ground truth, the
 `maxDets` cut and the accumulation over images all happen within one category. So a run over a subset of the
@@ -12,14 +21,20 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
 from collections.abc import Sequence
 
 import numpy as np
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("faster-coco-eval", "pycocotools")
-DEFAULT_BACKEND = "faster-coco-eval"
+ULTRAFAST = "ultrafast-pycocotools"
+BACKENDS = (ULTRAFAST, "faster-coco-eval", "pycocotools")
+DEFAULT_BACKEND = ULTRAFAST
+
+# detections the COCO-API engines (pycocotools, faster-coco-eval) take at once: they hold a Python dict of about
+# 1 KB per detection, so a rank evaluates its categories a group at a time (ultrafast holds arrays: no limit)
+MAX_ROWS_AT_ONCE = 120_000
 
 
 def check_backend(backend: str) -> str:
@@ -39,6 +54,9 @@ def quiet(fn, *args):
 
 
 def _base_class(backend: str):
+    if backend == ULTRAFAST:
+        raise ValueError(f"{ULTRAFAST} cannot match difficult boxes by IoU: evaluate_categories routes their "
+                         f"categories through pycocotools")
     if backend == "pycocotools":
         from pycocotools.cocoeval import COCOeval
 
@@ -120,18 +138,115 @@ def load_rows(coco_gt, rows: np.ndarray):
 
 
 def evaluate_categories(coco_gt, rows: np.ndarray, image_ids: Sequence[int], category_ids: Sequence[int],
-                        backend: str = DEFAULT_BACKEND) -> tuple[np.ndarray, np.ndarray]:
+                        backend: str = DEFAULT_BACKEND,
+                        max_rows: int = MAX_ROWS_AT_ONCE) -> tuple[np.ndarray, np.ndarray]:
     """COCOeval (bbox) over `image_ids` and the sorted `category_ids`: precision [T, R, K, A, M] and recall
-    [T, K, A, M] with K in sorted category order (-1 where a category has no ground truth)."""
+    [T, K, A, M] with K in sorted category order (-1 where a category has no ground truth). `rows`: [n, 7]
+    (detections_to_rows) of these categories, in sort_rows' order (COCOeval breaks score ties by input order).
+
+    With ultrafast, the categories with a difficult box go through pycocotools (see the module's docstring); the
+    COCO-API engines take groups of at most `max_rows` detections. Categories are independent in COCOeval, so
+    the pieces put together are the arrays one run over all of them gives."""
     check_ground_truth_ids(coco_gt)
+    cats = sorted(int(c) for c in category_ids)
+    images = sorted(int(i) for i in image_ids)
+    if check_backend(backend) == ULTRAFAST:
+        slow = sorted(difficult_categories(coco_gt, images, cats))
+        fast = [c for c in cats if c not in set(slow)]
+        pieces = [(fast, *_ultrafast(coco_gt, _of(rows, fast, cats), images, fast))] if fast else []
+        pieces += [(group, *_coco_api(coco_gt, _of(rows, group, cats), images, group, "pycocotools"))
+                   for group in chunk_categories(rows, slow, max_rows)]
+    else:
+        pieces = [(group, *_coco_api(coco_gt, _of(rows, group, cats), images, group, backend))
+                  for group in chunk_categories(rows, cats, max_rows)]
+    if len(pieces) == 1:
+        return pieces[0][1], pieces[0][2]
+    return _assemble(pieces, cats)
+
+
+def _of(rows: np.ndarray, group: list[int], cats: list[int]) -> np.ndarray:
+    return rows if group == cats or not len(rows) else rows[np.isin(rows[:, 6], group)]
+
+
+def _assemble(pieces, cats: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """precision and recall over `cats` from [(their categories, precision, recall)]."""
+    axis = {c: k for k, c in enumerate(cats)}
+    _, p0, r0 = pieces[0]
+    precision = np.full(p0.shape[:2] + (len(cats),) + p0.shape[3:], -1.0)
+    recall = np.full(r0.shape[:1] + (len(cats),) + r0.shape[2:], -1.0)
+    for group, p, r in pieces:
+        index = [axis[c] for c in group]
+        precision[:, :, index] = p
+        recall[:, index] = r
+    return precision, recall
+
+
+def chunk_categories(rows: np.ndarray, cats: list[int], max_rows: int) -> list[list[int]]:
+    """`cats` in consecutive groups of at most `max_rows` detections (a category with more stays alone)."""
+    counts = dict(zip(*np.unique(rows[:, 6].astype(np.int64), return_counts=True))) if len(rows) else {}
+    groups, current, size = [], [], 0
+    for cid in cats:
+        n = int(counts.get(cid, 0))
+        if current and size + n > max_rows:
+            groups.append(current)
+            current, size = [], 0
+        current.append(cid)
+        size += n
+    return groups + ([current] if current else [])
+
+
+def difficult_categories(coco_gt, image_ids: Sequence[int], category_ids: Sequence[int]) -> set[int]:
+    """The categories among `category_ids` with a ground-truth box flagged `difficult` in `image_ids`."""
+    images, cats = set(image_ids), set(category_ids)
+    return {int(a["category_id"]) for a in coco_gt.dataset.get("annotations", [])
+            if a.get("difficult") and a["image_id"] in images and int(a["category_id"]) in cats}
+
+
+def _coco_api(coco_gt, rows, image_ids, category_ids, backend: str):
     evaluator = cocoeval_class(backend)(coco_gt, load_rows(coco_gt, rows), "bbox")
     if backend == "faster-coco-eval":
         evaluator.print_function = lambda *args, **kwargs: None
-    evaluator.params.imgIds = sorted(int(i) for i in image_ids)
-    evaluator.params.catIds = sorted(int(c) for c in category_ids)
+    evaluator.params.imgIds = list(image_ids)
+    evaluator.params.catIds = list(category_ids)
     quiet(evaluator.evaluate)
     quiet(evaluator.accumulate)
     return np.asarray(evaluator.eval["precision"]), np.asarray(evaluator.eval["recall"])
+
+
+def _ultrafast(coco_gt, rows, image_ids, category_ids):
+    from ultrafast_pycocotools import COCOeval
+
+    ground_truth = _ultrafast_ground_truth(coco_gt)
+    evaluator = COCOeval(ground_truth, quiet(ground_truth.loadRes, np.ascontiguousarray(rows, dtype=np.float64)),
+                         "bbox", print_function=lambda *args: None)
+    evaluator.params.imgIds = list(image_ids)
+    evaluator.params.catIds = list(category_ids)
+    evaluator.evaluate()
+    evaluator.accumulate()
+    return np.asarray(evaluator.eval["precision"]), np.asarray(evaluator.eval["recall"])
+
+
+def _ultrafast_ground_truth(coco_gt):
+    """ultrafast's index of the ground truth, made once per pycocotools COCO (held on it)."""
+    index = getattr(coco_gt, "_ultrafast_index", None)
+    if index is None:
+        _share_cores_between_ranks()
+        try:
+            from ultrafast_pycocotools import COCO
+        except ImportError:  # a dependency of the package; only a broken install lacks it
+            raise ValueError(f"the {ULTRAFAST} package is missing (pip install {ULTRAFAST}), or choose "
+                             f"--coco-backend pycocotools") from None
+        index = quiet(lambda: COCO(coco_gt.dataset, verbose=False))
+        coco_gt._ultrafast_index = index
+    return index
+
+
+def _share_cores_between_ranks() -> None:
+    """ultrafast's Rust threads (rayon, sized once at its first parallel call): this process's share of the
+    cores, so the ranks on one machine do not each start a thread per core. An explicit RAYON_NUM_THREADS wins."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    local_ranks = max(int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1), 1)
+    os.environ.setdefault("RAYON_NUM_THREADS", str(max(cores // local_ranks, 1)))
 
 
 # COCOeval's summarize(): (AP or AR, IoU threshold index or None for all, area index, maxDets index)

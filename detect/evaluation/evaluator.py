@@ -20,6 +20,7 @@ import torch
 
 from detect.evaluation.coco import (
     ClassAP,
+    by_image,
     class_ap,
     detections_to_rows,
     format_summary,
@@ -104,13 +105,13 @@ class CocoEvaluator:
 
     def add_rows(self, rows: np.ndarray, image_id: int) -> None:
         """Detections of one image already as [n, 7] coco rows (detections_to_rows)."""
-        self._rows.append(rows)
+        self._rows.append(sort_rows(rows))  # one image's: the split's order is then one stable sort (by_image)
         self._image_ids.append(int(image_id))
 
     def compute(self) -> EvalResult:
         """Collective: the metrics, the same on every rank; rank 0 also holds every detection (`rows`) when
         `keep_results` (results.json, the plots)."""
-        rows = sort_rows(np.concatenate(self._rows)) if self._rows else np.zeros((0, 7))
+        rows = by_image(np.concatenate(self._rows)) if self._rows else np.zeros((0, 7))
         shards = dist.all_gather_object((list(self._image_ids), dict(self.seconds)))
         image_ids = _check_images(shards, self.source)
         coco_gt = self.source.coco_ground_truth()
@@ -122,7 +123,7 @@ class CocoEvaluator:
         everything = dist.gather_object_to_main(rows) if self.keep_results or self.metric != "coco" else None
         voc = None
         if self.metric != "coco":  # rank 0 matches (every detection is there), every rank gets the result
-            voc = dist.broadcast_object(voc_evaluate(sort_rows(np.concatenate(everything)), truths_from_coco(
+            voc = dist.broadcast_object(voc_evaluate(by_image(np.concatenate(everything)), truths_from_coco(
                 coco_gt, image_ids), self.source.names, self.source.category_ids, self.metric)
                 if everything is not None else None)
             everything = everything if self.keep_results else None
@@ -139,7 +140,7 @@ class CocoEvaluator:
         totals["cocoeval"] = seconds  # wall time of the shared evaluation
         timings = {k: 1000.0 * totals[k] / n for k in TIMING_KEYS}
         return EvalResult(stats, stats[0], stats[1], per_class, timings, len(image_ids), rank_seconds,
-                          sort_rows(np.concatenate(everything)) if everything is not None else None,
+                          by_image(np.concatenate(everything)) if everything is not None else None,
                           format_summary(raw).splitlines(), self.backend, voc)
 
 

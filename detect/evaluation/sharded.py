@@ -16,11 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from detect.evaluation.cocoeval_engines import DEFAULT_BACKEND, evaluate_categories
+from detect.evaluation.cocoeval_engines import DEFAULT_BACKEND, MAX_ROWS_AT_ONCE, evaluate_categories
 from detect.runtime import dist
-
-# detections a rank hands the COCO API at once (about 1 KB each there as Python objects)
-MAX_ROWS_AT_ONCE = 120_000
 
 
 @dataclass
@@ -45,33 +42,25 @@ def deal_categories(instances: dict[int, int], category_ids: Sequence[int], worl
 
 
 def _rows_by_owner(rows: np.ndarray, owned: list[list[int]]) -> list[np.ndarray]:
-    return [rows[np.isin(rows[:, 6], cats)] if len(rows) else rows for cats in owned]
-
-
-def chunk_categories(rows: np.ndarray, cats: list[int], max_rows: int) -> list[list[int]]:
-    """`cats` in consecutive groups of at most `max_rows` detections (a category with more stays alone): the
-    COCO API holds a Python dict per detection it evaluates, so a rank evaluates its share a group at a time."""
-    counts = dict(zip(*np.unique(rows[:, 6].astype(np.int64), return_counts=True))) if len(rows) else {}
-    groups, current, size = [], [], 0
-    for cid in cats:
-        n = int(counts.get(cid, 0))
-        if current and size + n > max_rows:
-            groups.append(current)
-            current, size = [], 0
-        current.append(cid)
-        size += n
-    return groups + ([current] if current else [])
+    if len(owned) == 1 or not len(rows):
+        return [rows] + [rows[:0]] * (len(owned) - 1)
+    category = rows[:, 6].astype(np.int64)
+    owner = np.full(int(category.max()) + 1, -1, dtype=np.int64)  # category id -> its rank
+    for rank, cats in enumerate(owned):
+        owner[[c for c in cats if c < len(owner)]] = rank
+    of_row = owner[category]
+    return [rows[of_row == rank] for rank in range(len(owned))]
 
 
 def _evaluate_share(coco_gt, rows: np.ndarray, image_ids, cats: list[int], backend: str, max_rows: int):
     """(chunks [(cats, precision, recall)], seconds, error) of this rank's categories."""
-    from detect.evaluation.coco import sort_rows
+    from detect.evaluation.coco import by_image
 
-    tick, chunks = time.perf_counter(), []
+    if not cats:
+        return [], 0.0, None
+    tick = time.perf_counter()
     try:
-        for group in chunk_categories(rows, cats, max_rows):
-            mine = sort_rows(rows[np.isin(rows[:, 6], group)]) if len(rows) else rows
-            chunks.append((group, *evaluate_categories(coco_gt, mine, image_ids, group, backend)))
+        chunks = [(cats, *evaluate_categories(coco_gt, by_image(rows), image_ids, cats, backend, max_rows))]
     except Exception as e:  # every rank must hear of it at the gather below, not wait for a lost rank
         return [], 0.0, f"{type(e).__name__}: {e}"
     return chunks, time.perf_counter() - tick, None

@@ -67,7 +67,7 @@ def test_val_prints_pycocotools_lines_then_the_table_and_writes_plots(tmp_path, 
     lines = out[next(i for i, line in enumerate(out) if line.startswith(" Average Precision")):]  # after the log
     assert lines[0].startswith(" Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = ")
     assert lines[11].startswith(" Average Recall     (AR) @[ IoU=0.50:0.95 | area= large | maxDets=100 ] = ")
-    assert lines[12] == "COCOeval engine: faster-coco-eval"  # which engine computed the 12 lines
+    assert lines[12] == "COCOeval engine: ultrafast-pycocotools"  # which engine computed the 12 lines
     assert lines[13].split() == ["class", "images", "instances", "AP50", "AP"]
     run_dir = tmp_path / "runs" / "p"
     for name in ("PR_curve.png", "F1_curve.png", "confusion_matrix.png", "val_batch0_pred.jpg",

@@ -81,7 +81,7 @@ def test_duplicate_entry_with_other_boxes_says_so(tmp_path):
                       "check which entry is right")
 
 
-@pytest.mark.parametrize("backend", ["pycocotools", "faster-coco-eval"])
+@pytest.mark.parametrize("backend", ["pycocotools", "faster-coco-eval", "ultrafast-pycocotools"])
 def test_image_id_listed_twice_is_read_once_and_evaluated(tmp_path, backend):
     """The same entry twice: the evaluation saw the image twice and blamed the loader."""
     images, annotations = roboflow_json(first_id=1)
