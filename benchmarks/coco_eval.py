@@ -8,8 +8,9 @@ box statistics; detections are jittered ground truth plus random false positives
   included, the interpreter's start and the generation not: the peak is reset after generating);
 - the project's evaluator (detect.evaluation.evaluator.CocoEvaluator.compute: the rows exchanged by category,
   COCOeval shared by the ranks on the default engine, the slices gathered) at 1 and 2 ranks (gloo, spawned),
-  each rank holding its own images' rows; seconds and peak RSS per rank, without and with every row kept on
-  rank 0 (`keep_results`: results.json and the plots of detect.val and of training's best epochs).
+  each rank holding its own images' rows; seconds and peak RSS per rank, without and with each rank matching
+  its images and rank 0 merging the matches (`keep_results`: the plots and per-class thresholds of detect.val
+  and of every training evaluation), and the time to stream every rank's rows into one results.json.
 The engines' figures are pycocotools' numbers (checked: the printed AP@[.50:.95] is the same on every line).
 Engines that would take minutes and gigabytes at the larger size are skipped above `--slow-engines-up-to` images.
 """
@@ -146,7 +147,7 @@ def _evaluator_rank(rank: int, world: int, port: int, size: tuple, seed: int, ou
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     import torch
 
-    from detect.evaluation.evaluator import CocoEvaluator
+    from detect.evaluation.evaluator import CocoEvaluator, write_results_json
     from detect.runtime import dist
 
     torch.set_num_threads(1)
@@ -176,6 +177,11 @@ def _evaluator_rank(rank: int, world: int, port: int, size: tuple, seed: int, ou
             figures[str(keep)] = {"s": time.perf_counter() - tick, "peak_mb": peak_mb(), "base_mb": base,
                                   "map": result.map,
                                   "cocoeval_s": result.rank_seconds[rank]["cocoeval"], "backend": result.backend}
+            if keep:
+                reset_peak()
+                tick = time.perf_counter()
+                write_results_json(Path(out).with_suffix(".results.json"), result.rows)
+                figures.update(json_s=time.perf_counter() - tick, json_peak_mb=peak_mb())
             del evaluator, result
         every = dist.all_gather_object(figures)
     finally:
@@ -229,7 +235,7 @@ def main(argv=None) -> int:
                 tmp_mp.start_processes(_evaluator_rank, args=(world, free_port(), size, args.seed, out), nprocs=world,
                                        start_method="spawn")
                 every = json.loads(Path(out).read_text())
-                for keep, label in (("False", "compute()"), ("True", "compute(), rows to rank 0")):
+                for keep, label in (("False", "compute()"), ("True", "compute() + matches")):
                     ranks = [f[keep] for f in every]
                     what = f"evaluator, {world} rank{'s' if world > 1 else ''}: {label}"
                     peaks = " / ".join(f"{r['peak_mb']:.0f}" for r in ranks)
@@ -237,7 +243,9 @@ def main(argv=None) -> int:
                     print(f"| {what:<46} | {max(r['s'] for r in ranks):6.2f} | {peaks:>13} | {bases:>11} | "
                           f"{ranks[0]['map']:.5f} |", flush=True)
                 print(f"(evaluator on {every[0]['False']['backend']}; its index of the ground truth, built once per "
-                      f"split: {every[0]['index_s']:.2f} s)")
+                      f"split: {every[0]['index_s']:.2f} s; results.json of every rank's rows streamed by rank 0: "
+                      f"{every[0]['json_s']:.1f} s, peak RSS " + " / ".join(f"{f['json_peak_mb']:.0f}" for f in every)
+                      + " MB)")
     return 0
 
 

@@ -21,7 +21,7 @@ import detect.runtime.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY be
 from detect.evaluation.class_order import DatasetClassModel, dataset_class_order
 from detect.evaluation.coco import STAT_NAMES, format_class_table, format_summary
 from detect.evaluation.cocoeval_engines import BACKENDS, DEFAULT_BACKEND
-from detect.evaluation.evaluator import CocoEvaluator, EvalResult
+from detect.evaluation.evaluator import CocoEvaluator, EvalResult, write_results_json
 from detect.evaluation.model_eval import Feed, evaluate_model, rank_steps
 from detect.evaluation.voc_metrics import METRICS, format_darknet_summary
 from detect.inference.cli_flags import (
@@ -155,8 +155,8 @@ def open_checked_split(data, split: str, model_names: list[str], weights, strict
     return source, None
 
 
-def report(result: EvalResult, run_dir: Path, args, save_json: bool, skipped: int = 0) -> None:
-    """Print the summary and the class table; write metrics.json (and results.json)."""
+def report(result: EvalResult, run_dir: Path, args, skipped: int = 0) -> None:
+    """Print the summary and the class table; write metrics.json."""
     t = result.timings
     print("\n".join(result.coco_summary) or format_summary(result.stats))
     ranks = len(result.rank_seconds) or 1
@@ -179,8 +179,6 @@ def report(result: EvalResult, run_dir: Path, args, save_json: bool, skipped: in
                           "fp": result.voc.fp, "fn": result.voc.fn, "average_iou": result.voc.average_iou,
                           "per_class": [c.__dict__ for c in result.voc.per_class]}
     atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=1))
-    if save_json:
-        atomic_write_text(run_dir / "results.json", json.dumps(result.results))
     print(f"results written to {run_dir}")
 
 
@@ -220,24 +218,29 @@ def run(args) -> EvalResult:
                 raise ValueError(f"--save-thresholds stores thresholds in the model's class order, but {args.data}'s "
                                  f"classes are not the model's in its order; save them on a dataset that has them")
             predictor.runner = DatasetClassModel(predictor.runner, order)
-        evaluator = CocoEvaluator(source, backend=args.coco_backend, metric=args.metric)  # scores; NMS: predictor
+        evaluator = CocoEvaluator(source, backend=args.coco_backend, metric=args.metric,  # scores; NMS: predictor
+                                  keep_results=bool(args.plots or args.save_thresholds))
         feed = Feed(args.split, args.batch, args.workers, ctx.rank, ctx.world_size, args.cache_dir, args.cache)
         result = evaluate_model(handle, predictor, source, evaluator, feed)
         if args.slice is not None:
             log_tiles(source.records, args, ctx)
         run_dir = dist.broadcast_object(next_run_dir(args.project, args.name) if ctx.is_main else None)
         if ctx.is_main:
-            report(result, run_dir, args, args.save_json, len(source.dropped_image_ids))
+            run_dir.mkdir(parents=True, exist_ok=True)
+        if args.save_json:  # every rank's part streamed into one file by rank 0
+            write_results_json(run_dir / "results.json", result.rows)
+        if ctx.is_main:
+            report(result, run_dir, args, len(source.dropped_image_ids))
             if args.save_thresholds:
                 from detect.evaluation.thresholds import save_split_thresholds
 
-                path, table = save_split_thresholds(result.rows, source, args.weights, f"the {args.split} split of "
+                path, table = save_split_thresholds(result.match, source, args.weights, f"the {args.split} split of "
                                                     f"{args.data} ({result.num_images} images)", args.conf)
                 print(f"{table}\nper-class confidence thresholds written to {path}")
             if args.plots:
                 from detect.plots.evaluation import write_eval_plots
 
-                log.info("plots: %s", ", ".join(p.name for p in write_eval_plots(run_dir, result.results, source)))
+                log.info("plots: %s", ", ".join(p.name for p in write_eval_plots(run_dir, result.match, source)))
         return result
     finally:
         dist.destroy()

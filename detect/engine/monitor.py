@@ -87,7 +87,7 @@ class RunMonitor:
         if row.get("best") and evaluation is not None and self.val_source is not None:
             from detect.plots.evaluation import write_eval_plots
 
-            self._guarded("the evaluation plots", lambda: write_eval_plots(self.run_dir, evaluation.results,
+            self._guarded("the evaluation plots", lambda: write_eval_plots(self.run_dir, evaluation.match,
                                                                            self.val_source))
 
 

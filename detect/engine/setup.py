@@ -242,7 +242,7 @@ def _build_trainer(opts, hyp, run_dir, cfg_source, weights, ckpt, chosen, ctx, t
     loggers = make_loggers(opts, run_dir) if ctx.is_main else None
     monitor = make_monitor(opts, ctx, run_dir, sources, loggers)
     thresholds = BestEvaluationThresholds(sources[1], f"the val split of {opts.data}") \
-        if ctx.is_main and sources[1] is not None else None  # best.pt's per-class thresholds: rank 0 has the rows
+        if ctx.is_main and sources[1] is not None else None  # best.pt's per-class thresholds: rank 0 has the matches
     setup = build_setup(opts, hyp, ctx, run_dir, cfg_source, weights, sources,
                         chain(loggers and loggers.on_evaluation, monitor and monitor.on_evaluation,
                               thresholds and thresholds.on_evaluation), ckpt)

@@ -11,7 +11,9 @@ scores what it is given.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -33,9 +35,9 @@ from detect.evaluation.cocoeval_engines import (
     check_backend,
     summary_stats,
 )
-from detect.evaluation.per_image import truths_from_coco
 from detect.evaluation.sharded import sharded_cocoeval
-from detect.evaluation.voc_metrics import VocResult, check_metric, voc_evaluate
+from detect.evaluation.split_match import SplitMatch, match_share, merge_shares
+from detect.evaluation.voc_metrics import VocResult, check_metric, voc_from_matches
 from detect.inference.options import EVALUATION
 from detect.inference.predictor import InferenceSettings, Predictor
 from detect.runtime import dist
@@ -55,14 +57,16 @@ class EvalResult:
     num_images: int
     # per rank: seconds of preprocess, inference, nms and its share of COCOeval
     rank_seconds: list[dict[str, float]] = field(default_factory=list)
-    rows: np.ndarray | None = field(default=None, repr=False)  # rank 0: every detection, [n, 7] (coco rows)
+    rows: np.ndarray | None = field(default=None, repr=False)  # this rank's own detections, [n, 7] (coco rows)
+    match: SplitMatch | None = field(default=None, repr=False)  # rank 0: every image's matches (curves, plots)
     coco_summary: list[str] = field(default_factory=list, repr=False)  # COCOeval.summarize()'s 12 lines
     backend: str = DEFAULT_BACKEND  # the COCOeval engine that ran
     voc: VocResult | None = None  # with metric voc07 / voc12: VOC AP@0.5 and Darknet's counts
 
     @property
     def results(self) -> list[dict]:
-        """COCO result dicts of every detection (rank 0; empty elsewhere), made when asked for."""
+        """COCO result dicts of this rank's detections, made when asked for (every rank's into one file:
+        `write_results_json`)."""
         return rows_to_results(self.rows) if self.rows is not None else []
 
 
@@ -78,9 +82,11 @@ def _synchronize(device: torch.device) -> None:
 class CocoEvaluator:
     """COCO metrics over one split, computed across ranks: `reset()`, `process(detections, metas)` per batch,
     then `compute()` (collective: COCOeval's work is shared by category, each rank evaluating its categories over
-    every rank's images (detect.evaluation.sharded), and every rank gets the same result; every detection reaches
-    rank 0 only for results.json, the plots and the VOC / Darknet metrics). It scores detections only: the
-    Predictor's settings (thresholds, NMS protocol) made them.
+    every rank's images (detect.evaluation.sharded), and every rank gets the same result). With `keep_results`
+    (the plots and per-class thresholds) and with a VOC metric, each rank also matches its own images
+    (detect.evaluation.split_match) and rank 0 puts the matches together; no rank receives another's detections
+    (results.json streams them: `write_results_json`). It scores detections only: the Predictor's settings
+    (thresholds, NMS protocol) made them.
 
     `source` is the split the images come from (its `category_ids`, `names` and `coco_ground_truth()`); nothing is
     taken from the loader.
@@ -120,13 +126,16 @@ class CocoEvaluator:
         outcome = sharded_cocoeval(coco_gt, rows, image_ids, self.source.category_ids,
                                    {cid: n for cid, (_, n) in counts.items()}, self.backend)
         seconds = time.perf_counter() - tick
-        everything = dist.gather_object_to_main(rows) if self.keep_results or self.metric != "coco" else None
-        voc = None
-        if self.metric != "coco":  # rank 0 matches (every detection is there), every rank gets the result
-            voc = dist.broadcast_object(voc_evaluate(by_image(np.concatenate(everything)), truths_from_coco(
-                coco_gt, image_ids), self.source.names, self.source.category_ids, self.metric)
-                if everything is not None else None)
-            everything = everything if self.keep_results else None
+        voc_metric = self.metric if self.metric != "coco" else None
+        match = voc = None
+        if self.keep_results or voc_metric:  # each rank matches its own images; rank 0 puts the matches together
+            shares = dist.gather_object_to_main(match_share(rows, self._image_ids, self.source, voc_metric,
+                                                            with_coco=self.keep_results))
+            match = merge_shares(shares) if shares is not None else None
+            if voc_metric:  # every rank gets the result
+                voc = dist.broadcast_object(voc_from_matches(match.voc, self.source.names, self.source.category_ids,
+                                                             voc_metric) if match is not None else None)
+            match = match if self.keep_results else None
         if sum(outcome.rank_rows) == 0 and dist.is_main_process():
             log.warning("no detections at all: every metric is 0")
         raw = summary_stats(outcome.precision, outcome.recall)
@@ -139,9 +148,32 @@ class CocoEvaluator:
         totals = {k: sum(r[k] for r in rank_seconds) for k in ("preprocess", "inference", "nms")}
         totals["cocoeval"] = seconds  # wall time of the shared evaluation
         timings = {k: 1000.0 * totals[k] / n for k in TIMING_KEYS}
-        return EvalResult(stats, stats[0], stats[1], per_class, timings, len(image_ids), rank_seconds,
-                          by_image(np.concatenate(everything)) if everything is not None else None,
+        return EvalResult(stats, stats[0], stats[1], per_class, timings, len(image_ids), rank_seconds, rows, match,
                           format_summary(raw).splitlines(), self.backend, voc)
+
+
+def write_results_json(path, rows: np.ndarray, chunk: int = 100_000) -> None:
+    """Collective: every rank's detections (`EvalResult.rows`, coco rows) as one COCO results json at `path`,
+    written by rank 0 rank after rank (each rank's images in order), a chunk of dicts at a time: rank 0 holds
+    its own rows and one other rank's at once, never every rank's."""
+    out = None
+    if dist.is_main_process():
+        tmp = f"{path}.tmp"
+        out = open(tmp, "w")
+        out.write("[")
+    first = True
+    try:
+        for part in dist.objects_to_main(rows):
+            for start in range(0, len(part), chunk):
+                text = json.dumps(rows_to_results(part[start:start + chunk]))[1:-1]
+                out.write(text if first else ", " + text)
+                first = False
+    finally:
+        if out is not None:
+            out.write("]")
+            out.close()
+    if out is not None:
+        os.replace(tmp, path)
 
 
 def _check_images(shards: list, source) -> list[int]:

@@ -51,10 +51,11 @@ def _match_image(det: np.ndarray, truth: ImageTruth, iou_thres: float) -> tuple[
     return tp, counted
 
 
-def match_detections(detections: dict, truths: dict, num_classes: int, iou_thres: float = 0.5):
-    """(scores [n], classes [n], true positive [n], ground-truth count per class [K]) over every image; the
-    detections on ignored boxes are left out."""
-    scores, classes, hits = [], [], []
+def match_detections(detections: dict, truths: dict, num_classes: int, iou_thres: float = 0.5,
+                     with_images: bool = False):
+    """(scores [n], classes [n], true positive [n], ground-truth count per class [K]) over every image, images in
+    id order; the detections on ignored boxes are left out. `with_images`: each detection's image id first."""
+    images, scores, classes, hits = [], [], [], []
     truth_counts = np.zeros(num_classes, dtype=np.int64)
     # images in id order, as COCOeval concatenates them: detections of equal scores keep its order
     for image_id in sorted(set(truths) | set(detections)):
@@ -62,10 +63,15 @@ def match_detections(detections: dict, truths: dict, num_classes: int, iou_thres
         det = detections.get(image_id, np.zeros((0, 6)))
         det = det[_best_per_class(det)]
         tp, counted = _match_image(det, truth, iou_thres)
+        images.append(np.full(int(counted.sum()), image_id, dtype=np.int64))
         scores.append(det[counted, 4])
         classes.append(det[counted, 5].astype(np.int64))
         hits.append(tp[counted])
         truth_counts += np.bincount(truth.classes[~truth.ignore], minlength=num_classes)[:num_classes]
     if not scores:
-        return np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), truth_counts
-    return np.concatenate(scores), np.concatenate(classes), np.concatenate(hits), truth_counts
+        out = (np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool),
+               truth_counts)
+    else:
+        out = (np.concatenate(images), np.concatenate(scores), np.concatenate(classes), np.concatenate(hits),
+               truth_counts)
+    return out if with_images else out[1:]

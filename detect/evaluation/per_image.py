@@ -1,7 +1,7 @@
-"""COCO dicts as NumPy arrays per image, the input of the metrics computed outside COCOeval (the PR / F1
-curves and confusion matrix of the plots, VOC's AP and Darknet's counts):
-- ground truth: image id -> `ImageTruth` (boxes xyxy, classes, ignore, crowd), from a pycocotools COCO;
-- detections: image id -> float [n, 6] rows (x1, y1, x2, y2, score, class index), from COCO result dicts.
+"""The ground truth as NumPy arrays per image, the input of the metrics computed outside COCOeval (the PR / F1
+curves and confusion matrix of the plots, VOC's AP and Darknet's counts): image id -> `ImageTruth` (boxes xyxy,
+classes, ignore, crowd), from a pycocotools COCO. The detections beside them: image id -> float [n, 6] rows
+(x1, y1, x2, y2, score, class index), from coco rows (detect.evaluation.split_match.detections_from_rows).
 """
 
 from __future__ import annotations
@@ -54,13 +54,3 @@ def truths_from_coco(coco_gt, image_ids: Sequence[int],
         # a difficult box is ignored like a crowd region, but COCOeval here matches it by IoU (cocoeval_engines)
         truths[int(image_id)] = ImageTruth(boxes, classes, crowd | difficult, crowd & ~difficult)
     return truths
-
-
-def detections_by_image(results: Sequence[dict], category_ids: Sequence[int]) -> dict[int, np.ndarray]:
-    """COCO result dicts -> image id -> [n, 6] (x1, y1, x2, y2, score, class index)."""
-    index = {int(cid): k for k, cid in enumerate(category_ids)}
-    rows: dict[int, list] = {}
-    for r in results:
-        x, y, w, h = r["bbox"]
-        rows.setdefault(int(r["image_id"]), []).append((x, y, x + w, y + h, r["score"], index[int(r["category_id"])]))
-    return {image_id: np.asarray(v, dtype=np.float64) for image_id, v in rows.items()}

@@ -1,6 +1,7 @@
 """Per-class confidence thresholds chosen on a validation split, and detections counted at given thresholds.
-Pure NumPy, on the detections of one evaluation (rank 0's `EvalResult.rows`) matched to the ground truth at IoU
-0.5 by COCOeval's rules (detect.evaluation.matching), the data of PR_curve.png and F1_curve.png.
+Pure NumPy, on the detections of one evaluation matched to the ground truth at IoU 0.5 by COCOeval's rules
+(detect.evaluation.matching; an evaluation's `EvalResult.match`, each rank's images matched where they are), the
+data of PR_curve.png and F1_curve.png.
 
 The choice, per class c with n_c ground-truth boxes:
 - t_c, its best-F1 threshold, exactly: with its detections sorted by score, keeping the best i gives
@@ -26,6 +27,7 @@ import numpy as np
 from detect.evaluation.matching import match_detections
 from detect.evaluation.per_image import truths_from_coco
 from detect.evaluation.pr_curves import pr_curves
+from detect.evaluation.split_match import SplitMatch, detections_from_rows
 from detect.inference.class_conf import ClassConf, save_class_conf
 
 log = logging.getLogger(__name__)
@@ -141,21 +143,6 @@ def count_at(scores: np.ndarray, classes: np.ndarray, hits: np.ndarray, truth_co
     return Counts(tp, fp, truth_counts - tp)
 
 
-def detections_from_rows(rows: np.ndarray, category_ids: Sequence[int]) -> dict[int, np.ndarray]:
-    """`EvalResult.rows` ([n, 7]: image id, x, y, w, h, score, category id) -> image id -> [n, 6] (x1, y1, x2,
-    y2, score, class index), without a dict per detection."""
-    if len(rows) == 0:
-        return {}
-    ids = np.asarray(category_ids, dtype=np.int64)
-    order = np.argsort(ids)
-    index = order[np.searchsorted(ids, rows[:, 6].astype(np.int64), sorter=order)]
-    det = np.column_stack([rows[:, 1:3], rows[:, 1:3] + rows[:, 3:5], rows[:, 5], index]).astype(np.float64)
-    image = rows[:, 0].astype(np.int64)
-    by_image = np.argsort(image, kind="stable")
-    starts = np.flatnonzero(np.r_[True, np.diff(image[by_image]) != 0])
-    return {int(image[g[0]]): det[g] for g in np.split(by_image, starts[1:])}
-
-
 def match_split(rows: np.ndarray, source, image_ids: Sequence[int] | None = None):
     """`match_detections`' output for an evaluation's rows on `source` (its images, or `image_ids` of them)."""
     ids = sorted({int(r.image_id) for r in source.records}) if image_ids is None else sorted(image_ids)
@@ -180,21 +167,21 @@ def format_choice(choice: ThresholdChoice, counts: Counts, names: Sequence[str])
 
 class BestEvaluationThresholds:
     """Thresholds for best.pt: hears every evaluation of a training run (`on_evaluation`, rank 0 holds the
-    detections) and, when asked (`__call__`, as best.pt is written), chooses them from the latest one. A failure
+    matches) and, when asked (`__call__`, as best.pt is written), chooses them from the latest one. A failure
     is a warning: best.pt is then written without them."""
 
     def __init__(self, source, chosen_on: str, shrink: float = SHRINK_K):
         self.source, self.chosen_on, self.shrink = source, chosen_on, shrink
-        self._rows = None
+        self._match: SplitMatch | None = None
 
     def on_evaluation(self, result) -> None:
-        self._rows = result.rows
+        self._match = result.match
 
     def __call__(self) -> dict | None:
-        if self._rows is None:
+        if self._match is None:
             return None
         try:
-            choice = choose_thresholds(*match_split(self._rows, self.source), shrink=self.shrink)
+            choice = choose_thresholds(*self._match.matched(), shrink=self.shrink)
         except Exception as e:  # noqa: BLE001 (best.pt without thresholds beats no best.pt)
             log.warning("best.pt: no per-class thresholds (%s: %s); detect.val --save-thresholds chooses them",
                         type(e).__name__, e)
@@ -204,15 +191,15 @@ class BestEvaluationThresholds:
         return class_conf.to_dict()
 
 
-def save_split_thresholds(rows: np.ndarray, source, weights, chosen_on: str, conf_floor: float = 0.001,
+def save_split_thresholds(match: SplitMatch, source, weights, chosen_on: str, conf_floor: float = 0.001,
                           shrink: float = SHRINK_K):
-    """detect.val --save-thresholds: thresholds chosen from an evaluation's `rows` on `source`, stored with the
+    """detect.val --save-thresholds: thresholds chosen from an evaluation's `match` on `source`, stored with the
     model file `weights` (detect.inference.class_conf.save_class_conf); returns (the file written, a table of
     them). `conf_floor`: the evaluation's --conf, below which no threshold can be found."""
     if conf_floor > 0.01:
         log.warning("--conf %g: no class can get a threshold below it; leave --conf at its default (0.001) to let "
                     "every class's best be found", conf_floor)
-    matched = match_split(rows, source)
+    matched = match.matched()
     choice = choose_thresholds(*matched, shrink=shrink)
     path = save_class_conf(weights, choice.class_conf(chosen_on))
     return path, format_choice(choice, count_at(*matched, choice.conf), source.names)

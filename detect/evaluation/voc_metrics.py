@@ -54,12 +54,13 @@ def check_metric(metric: str) -> str:
 
 
 def match_class(rows: np.ndarray, truths: dict[int, ImageTruth], category_id: int) -> tuple[np.ndarray, ...]:
-    """Detections of one category (coco rows), matched in descending score order: (scores, tp, fp, iou) with
-    tp/fp booleans (both False for a detection on a difficult box) and the IoU of each true positive."""
-    rows = rows[np.argsort(-rows[:, 5], kind="stable")]
+    """Detections of one category (coco rows), matched in descending score order (stable): (scores, tp, fp, iou)
+    in the rows' own order, tp/fp booleans (both False for a detection on a difficult box) and the IoU of each
+    true positive. A box is taken within its image only, so the rows of any set of whole images match alike."""
     tp, fp, ious = (np.zeros(len(rows), bool), np.zeros(len(rows), bool), np.zeros(len(rows)))
     taken: dict[int, np.ndarray] = {}
-    for i, row in enumerate(rows):
+    for i in np.argsort(-rows[:, 5], kind="stable"):
+        row = rows[i]
         truth = truths.get(int(row[0]))
         keep = truth.classes == category_id if truth is not None else None
         if truth is None or not keep.any():
@@ -79,6 +80,42 @@ def match_class(rows: np.ndarray, truths: dict[int, ImageTruth], category_id: in
             else:
                 used[best], tp[i], ious[i] = True, True, overlap[best]
     return rows[:, 5], tp, fp, ious
+
+
+@dataclass
+class VocMatches:
+    """VOC's matching of a set of whole images' detections (the rows' order: image by image), and the positives
+    (non-difficult boxes) per category among those images: what a rank computes of its own images."""
+
+    image_ids: np.ndarray  # int64 [n]
+    scores: np.ndarray  # [n]
+    category_ids: np.ndarray  # int64 [n]
+    tp: np.ndarray  # bool [n]
+    fp: np.ndarray  # bool [n]
+    ious: np.ndarray  # [n]: of the true positives
+    positives: np.ndarray  # int64 [K], in the evaluated category order
+
+    @staticmethod
+    def merge(parts: Sequence[VocMatches]) -> VocMatches:
+        """The parts of several ranks in image-id order (each image's in its own), as one process has them."""
+        image_ids = np.concatenate([p.image_ids for p in parts])
+        order = np.argsort(image_ids, kind="stable")
+        return VocMatches(image_ids[order], *(np.concatenate([getattr(p, f) for p in parts])[order]
+                                              for f in ("scores", "category_ids", "tp", "fp", "ious")),
+                          sum(p.positives for p in parts))
+
+
+def match_voc(rows: np.ndarray, truths: dict[int, ImageTruth], category_ids: Sequence[int]) -> VocMatches:
+    """VOC's matching of `rows` (coco rows of whole images, image by image) against `truths` (image id -> boxes
+    with category ids, `truths_from_coco(coco_gt, image_ids)`) for each of `category_ids`."""
+    tp, fp, ious = np.zeros(len(rows), bool), np.zeros(len(rows), bool), np.zeros(len(rows))
+    positives = np.zeros(len(category_ids), dtype=np.int64)
+    for k, cid in enumerate(category_ids):
+        positives[k] = sum(int(((t.classes == cid) & ~t.ignore).sum()) for t in truths.values())
+        mine = np.flatnonzero(rows[:, 6] == cid) if len(rows) else np.zeros(0, dtype=np.int64)
+        _, tp[mine], fp[mine], ious[mine] = match_class(rows[mine], truths, int(cid))
+    return VocMatches(rows[:, 0].astype(np.int64), rows[:, 5].copy(), rows[:, 6].astype(np.int64), tp, fp, ious,
+                      positives)
 
 
 def average_precision(tp: np.ndarray, fp: np.ndarray, positives: int, metric: str) -> float:
@@ -103,13 +140,20 @@ def voc_evaluate(rows: np.ndarray, truths: dict[int, ImageTruth], names: Sequenc
                  category_ids: Sequence[int], metric: str = "voc12") -> VocResult:
     """VOC AP@0.5 per class and its mean, with Darknet's counts at conf 0.25. `rows`: coco rows (image_id,
     x, y, w, h, score, category_id) of every evaluated image; `truths`: image id -> its ground truth."""
+    return voc_from_matches(match_voc(rows, truths, category_ids), names, category_ids, metric)
+
+
+def voc_from_matches(matches: VocMatches, names: Sequence[str], category_ids: Sequence[int],
+                     metric: str = "voc12") -> VocResult:
+    """`voc_evaluate` from the matching of every evaluated image (one process's, or the ranks' merged)."""
     if check_metric(metric) == "coco":
         raise ValueError("voc_evaluate computes voc07 or voc12; the COCO metric is CocoEvaluator's")
     per_class, totals = [], np.zeros(3)
     iou_sum = 0.0
-    for name, cid in zip(names, category_ids):
-        positives = sum(int(((t.classes == cid) & ~t.ignore).sum()) for t in truths.values())
-        scores, tp, fp, ious = match_class(rows[rows[:, 6] == cid], truths, int(cid))
+    for name, cid, positives in zip(names, category_ids, matches.positives.tolist()):
+        mine = np.flatnonzero(matches.category_ids == int(cid))
+        mine = mine[np.argsort(-matches.scores[mine], kind="stable")]  # score order, ties in image order
+        scores, tp, fp, ious = matches.scores[mine], matches.tp[mine], matches.fp[mine], matches.ious[mine]
         sure = scores >= DARKNET_CONF
         counts = int((tp & sure).sum()), int((fp & sure).sum())
         totals += (counts[0], counts[1], positives - counts[0])

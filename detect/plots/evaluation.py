@@ -1,6 +1,6 @@
-"""The plots of one evaluation, from what rank 0 holds after COCOeval: the COCO result dicts, the split's
-ground truth (its pycocotools COCO) and records. PR_curve.png, F1_curve.png, confusion_matrix.png,
-val_batch0_labels.jpg and val_batch0_pred.jpg in a run folder.
+"""The plots of one evaluation, from the matches rank 0 holds after it (`EvalResult.match`: each rank matched its
+own images, detect.evaluation.split_match) and the split's records: PR_curve.png, F1_curve.png,
+confusion_matrix.png, val_batch0_labels.jpg and val_batch0_pred.jpg in a run folder.
 
 The curves and the confusion matrix are detect.evaluation's (matching, pr_curves, confusion): its own matching
 at IoU 0.5, not COCOeval's run, because the curves need the scores, which COCOeval's accumulated arrays keep
@@ -10,28 +10,18 @@ only on its recall grid. It follows COCOeval's rules, so the PR curve's AP is CO
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from detect.evaluation.confusion import confusion_matrix
-from detect.evaluation.matching import match_detections
-from detect.evaluation.per_image import detections_by_image, truths_from_coco
 from detect.evaluation.pr_curves import pr_curves
+from detect.evaluation.split_match import CONFUSION_CONF, IOU_THRES, SplitMatch
 from detect.evaluation.thresholds import choose_thresholds
 from detect.plots.confusion import plot_confusion_matrix
 from detect.plots.curves import plot_f1_curves, plot_pr_curves
 from detect.plots.mosaics import MAX_IMAGES, Tile, draw_mosaic
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class EvalPlotSettings:
-    conf_thres: float = 0.25  # detections the confusion matrix and the prediction mosaic count
-    iou_thres: float = 0.5
 
 
 def _mosaic_tiles(records, detections: dict, conf_thres: float) -> tuple[list[Tile], list[Tile]]:
@@ -53,24 +43,19 @@ def _mosaic_tiles(records, detections: dict, conf_thres: float) -> tuple[list[Ti
     return labels, predictions
 
 
-def write_eval_plots(run_dir: str | Path, results: Sequence[dict], source,
-                     settings: EvalPlotSettings = EvalPlotSettings()) -> list[Path]:
-    """Every evaluation plot into `run_dir`; `source` is the evaluated split (records, names, category_ids,
-    coco_ground_truth()). Returns the files written."""
+def write_eval_plots(run_dir: str | Path, match: SplitMatch, source) -> list[Path]:
+    """Every evaluation plot into `run_dir`; `source` is the evaluated split (records, names). Returns the files
+    written."""
     run_dir = Path(run_dir)
-    names, category_ids = list(source.names), list(source.category_ids)
-    image_ids = [int(r.image_id) for r in source.records]
-    detections = detections_by_image(results, category_ids)
-    truths = truths_from_coco(source.coco_ground_truth(), image_ids, category_ids)
-    matched = match_detections(detections, truths, len(names), settings.iou_thres)
+    names = list(source.names)
+    matched = match.matched()
     curves = pr_curves(*matched)
     choice = choose_thresholds(*matched)  # what best.pt and detect.val --save-thresholds store: marked on the curves
-    counts = confusion_matrix(detections, truths, len(names), settings.conf_thres, settings.iou_thres)
     written = [plot_pr_curves(curves, names, run_dir / "PR_curve.png", choice),
                plot_f1_curves(curves, names, run_dir / "F1_curve.png", choice),
-               plot_confusion_matrix(counts, names, run_dir / "confusion_matrix.png", settings.conf_thres,
-                                     settings.iou_thres)]
-    labels, predictions = _mosaic_tiles(source.records, detections, settings.conf_thres)
+               plot_confusion_matrix(match.confusion, names, run_dir / "confusion_matrix.png", CONFUSION_CONF,
+                                     IOU_THRES)]
+    labels, predictions = _mosaic_tiles(source.records, match.mosaic, CONFUSION_CONF)
     if labels:
         written += [draw_mosaic(labels, names, run_dir / "val_batch0_labels.jpg"),
                     draw_mosaic(predictions, names, run_dir / "val_batch0_pred.jpg")]

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
+from detect.evaluation.split_match import MOSAIC_IMAGES
 from detect.plots.render import class_colour, save_jpeg
 
 TILE = 400  # pixels of the long side of each image in the grid
-MAX_IMAGES = 16
+MAX_IMAGES = MOSAIC_IMAGES  # tiles of a mosaic (an evaluation keeps the detections of that many images)
 
 
 @dataclass(frozen=True)

@@ -174,6 +174,20 @@ def broadcast_object(obj, src: int = 0):
     return box[0]
 
 
+def objects_to_main(obj):
+    """Rank 0 yields every rank's object in rank order, one at a time (its own first), never holding two others'
+    at once; the other ranks send theirs when asked and yield nothing. Collective: run it to its end everywhere."""
+    rank = get_rank()
+    for src in range(get_world_size()):
+        box = [obj]
+        if rank == 0 and src != 0:
+            dist.recv_object_list(box, src=src)
+        elif rank == src != 0:
+            dist.send_object_list(box, dst=0)
+        if rank == 0:
+            yield box[0]
+
+
 def all_gather_object(obj) -> list:
     """Every rank's object, in rank order, on every rank."""
     if not is_initialized() or get_world_size() == 1:
@@ -216,10 +230,7 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
 
 
 def all_reduce_mean(t: torch.Tensor) -> torch.Tensor:
-    if is_initialized() and get_world_size() > 1:
-        dist.all_reduce(t, op=dist.ReduceOp.SUM)
-        t /= get_world_size()
-    return t
+    return all_reduce_sum(t).div_(get_world_size()) if get_world_size() > 1 else t
 
 
 class RemoteRankError(RuntimeError):

@@ -23,8 +23,8 @@ def test_every_row_gives_the_same_ap(capsys):
     rows = [line for line in out.splitlines() if line.startswith("| ") and re.search(r"\| 0\.\d{5} \|$", line)]
     names = [row.split("|")[1].strip() for row in rows]
     assert names == ["pycocotools alone, one process", "ultrafast-pycocotools alone, one process",
-                     "evaluator, 1 rank: compute()", "evaluator, 1 rank: compute(), rows to rank 0",
-                     "evaluator, 2 ranks: compute()", "evaluator, 2 ranks: compute(), rows to rank 0"]
+                     "evaluator, 1 rank: compute()", "evaluator, 1 rank: compute() + matches",
+                     "evaluator, 2 ranks: compute()", "evaluator, 2 ranks: compute() + matches"]
     aps = {row.rsplit("|", 2)[1].strip() for row in rows}
     assert len(aps) == 1 and float(aps.pop()) > 0.1
-    assert "12,000 detections" in out and "built once per split" in out
+    assert "12,000 detections" in out and "built once per split" in out and "results.json of every rank" in out

@@ -11,7 +11,7 @@ from detect.evaluation.coco import (
     rows_to_results,
     sort_rows,
 )
-from detect.evaluation.evaluator import CocoEvaluator, evaluate
+from detect.evaluation.evaluator import CocoEvaluator, evaluate, write_results_json
 from detect.inference.options import EVALUATION
 from tests.support.coco_oracles import coco_evaluate
 from tests.support.distributed import run_distributed
@@ -148,19 +148,21 @@ def _evaluate_shard(rank, world_size, num_images, silent):
     loader = SyntheticEvalLoader(source, batch_size=2, rank=rank, world_size=world_size)
     result = evaluate(TinyDetector(silent=silent), loader, CocoEvaluator(source), "cpu",
                       settings=EVALUATION.settings(conf=0.01))  # the Predictor's NMS, the evaluator scores
+    match = result.match
+    matches = None if match is None else [a.tolist() for a in (match.image_ids, *match.matched(), match.confusion)]
     return result.stats, [tuple(c.__dict__.values()) for c in result.per_class], result.num_images, \
-        len(result.results)
+        len(result.results), matches
 
 
 def test_evaluate_single_process_gives_metrics_and_results():
-    stats, per_class, num_images, num_results = _evaluate_shard(0, 1, 7, False)
-    assert num_images == 7 and num_results > 0
+    stats, per_class, num_images, num_results, matches = _evaluate_shard(0, 1, 7, False)
+    assert num_images == 7 and num_results > 0 and 0 < len(matches[1]) <= num_results  # maxDets cut
     assert len(stats) == 12 and 0 < stats[1] <= 1 and 0 <= stats[0] <= stats[1]
     assert sum(c[2] for c in per_class) == 21  # three ground-truth boxes per image
 
 
 def test_evaluate_model_without_detections_gives_zero():
-    stats, per_class, num_images, num_results = _evaluate_shard(0, 1, 7, True)
+    stats, per_class, num_images, num_results, _ = _evaluate_shard(0, 1, 7, True)
     assert stats == [0.0] * 12 and num_results == 0 and num_images == 7
     assert all(c[3] == 0.0 and c[4] == 0.0 for c in per_class)
 
@@ -170,9 +172,40 @@ def test_same_metrics_for_world_size_1_2_3():
     reference = _evaluate_shard(0, 1, 7, False)
     for world_size in (2, 3):  # 4 batches of 2 (last one 1): uneven shards
         outputs = run_distributed(_evaluate_shard, world_size, args=(7, False))
-        for rank, (stats, per_class, num_images, num_results) in enumerate(outputs):
+        for rank, (stats, per_class, num_images, _, matches) in enumerate(outputs):
             assert stats == reference[0] and per_class == reference[1] and num_images == 7
-            assert num_results == (reference[3] if rank == 0 else 0)
+            # each rank holds its own detections; rank 0 the matches of all, as one process has them
+            assert matches == (reference[4] if rank == 0 else None)
+        assert sum(o[3] for o in outputs) == reference[3]
+
+
+def _results_json(rank, world_size, path):
+    source = SyntheticSource(SIZES)
+    loader = SyntheticEvalLoader(source, batch_size=2, rank=rank, world_size=world_size)
+    result = evaluate(TinyDetector(silent=False), loader, CocoEvaluator(source, keep_results=False), "cpu",
+                      settings=EVALUATION.settings(conf=0.01))
+    write_results_json(path, result.rows, chunk=100)  # chunks of 100 dicts: several per rank
+    return len(result.rows)
+
+
+@pytest.mark.slow
+def test_results_json_streams_every_ranks_detections_into_one_file(tmp_path):
+    """results.json from 2 ranks (rank 0 writes its rows, then rank 1's) holds exactly the detections one process
+    writes, each image's in the same order."""
+    import json
+
+    one = _results_json(0, 1, tmp_path / "one.json")
+    counts = run_distributed(_results_json, 2, args=(tmp_path / "two.json",))
+    single, shared = (json.loads((tmp_path / name).read_text()) for name in ("one.json", "two.json"))
+    assert len(single) == one == sum(counts) and min(counts) > 0 and not list(tmp_path.glob("*.tmp"))
+    assert _per_image(shared) == _per_image(single)
+
+
+def _per_image(results: list[dict]) -> dict[int, list[dict]]:
+    out: dict[int, list[dict]] = {}
+    for r in results:
+        out.setdefault(r["image_id"], []).append(r)
+    return out
 
 
 def _evaluate_twice(rank, world_size, num_images):

@@ -7,9 +7,9 @@ from pycocotools.coco import COCO
 
 from detect.evaluation.per_image import (
     ImageTruth,
-    detections_by_image,
     truths_from_coco,
 )
+from detect.evaluation.split_match import detections_from_rows
 
 
 def _ground_truth() -> COCO:
@@ -44,6 +44,7 @@ def test_by_category_id_keeps_every_box():
 def test_detections_and_the_empty_truth():
     results = [{"image_id": 4, "category_id": 7, "bbox": [1, 2, 3, 4], "score": 0.5},
                {"image_id": 4, "category_id": 3, "bbox": [0, 0, 1, 1], "score": 0.25}]
-    np.testing.assert_array_equal(detections_by_image(results, [7, 3])[4], [[1, 2, 4, 6, 0.5, 0], [0, 0, 1, 1, 0.25, 1]])
+    rows = np.array([[r["image_id"], *r["bbox"], r["score"], r["category_id"]] for r in results])
+    np.testing.assert_array_equal(detections_from_rows(rows, [7, 3])[4], [[1, 2, 4, 6, 0.5, 0], [0, 0, 1, 1, 0.25, 1]])
     empty = ImageTruth.empty()
     assert empty.boxes.shape == (0, 4) and empty.crowd_mask().shape == (0,)

@@ -7,8 +7,9 @@ import pytest
 from pycocotools.coco import COCO
 
 from detect.evaluation.matching import match_detections
-from detect.evaluation.per_image import detections_by_image, truths_from_coco
+from detect.evaluation.per_image import truths_from_coco
 from detect.evaluation.pr_curves import pr_curves
+from detect.evaluation.split_match import detections_from_rows
 from tests.support.coco_oracles import coco_evaluate
 
 NAMES = ["person", "car"]
@@ -78,7 +79,8 @@ def _random_case(seed: int) -> tuple[COCO, list[dict]]:
 
 def _plot_ap50(gt: COCO, results: list[dict]) -> np.ndarray:
     """Per-class AP@0.5 as PR_curve.png gets it (detect.plots.evaluation.write_eval_plots' path)."""
-    detections = detections_by_image(results, CATEGORY_IDS)
+    rows = np.array([[r["image_id"], *r["bbox"], r["score"], r["category_id"]] for r in results]).reshape(-1, 7)
+    detections = detections_from_rows(rows, CATEGORY_IDS)
     truths = truths_from_coco(gt, sorted(gt.getImgIds()), CATEGORY_IDS)
     return pr_curves(*match_detections(detections, truths, len(NAMES))).ap50
 

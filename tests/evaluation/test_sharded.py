@@ -40,7 +40,7 @@ def _shard(rank: int, world: int, spec, split: str, rows: np.ndarray, backend: s
     for image_id in [r.image_id for r in source.records][rank::world]:
         evaluator.add_rows(rows[rows[:, 0] == image_id], image_id)
     result = evaluator.compute()
-    return result.stats, {c.name: (c.ap50, c.ap) for c in result.per_class}, result.rows is not None
+    return result.stats, {c.name: (c.ap50, c.ap) for c in result.per_class}, result.match is not None
 
 
 def assert_same(got, want) -> None:
@@ -91,7 +91,7 @@ def test_a_generated_5000_image_split_gives_pycocotools_numbers_on_1_2_3_ranks(t
                                   timeout=300)
         for stats, classes, has_rows in outputs:
             assert_same((stats, classes), want)
-        assert [o[2] for o in outputs] == [True] + [False] * (world - 1)  # every detection on rank 0 only
+        assert [o[2] for o in outputs] == [True] + [False] * (world - 1)  # the matches on rank 0 only
 
 
 def test_a_voc_split_with_difficult_boxes_gives_pycocotools_numbers(tmp_path):

@@ -6,11 +6,11 @@ import pytest
 
 from detect.evaluation.matching import match_detections
 from detect.evaluation.per_image import ImageTruth
+from detect.evaluation.split_match import detections_from_rows
 from detect.evaluation.thresholds import (
     best_f1_threshold,
     choose_thresholds,
     count_at,
-    detections_from_rows,
 )
 
 # class 0: 4 boxes; detections 0.9 TP, 0.8 TP, 0.7 FP, 0.6 TP, 0.3 FP, 0.2 FP. Keeping the best i gives
