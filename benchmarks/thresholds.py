@@ -30,7 +30,8 @@ import torch
 from detect.data.loader import open_split
 from detect.evaluation.evaluator import CocoEvaluator
 from detect.evaluation.model_eval import Feed, evaluate_model
-from detect.evaluation.thresholds import SHRINK_K, Counts, choose_thresholds, count_at, match_split
+from detect.evaluation.split_match import match_share
+from detect.evaluation.thresholds import SHRINK_K, Counts, choose_thresholds, count_at
 from detect.inference.loading import load_model_file
 from detect.inference.predictor import InferenceSettings, Predictor
 from detect.runtime.log import setup_logging
@@ -93,7 +94,7 @@ def measure(args, shrinks: list[float]):
     score_source = choose_source if args.halves else open_split(args.data, score_split)
     chosen_rows = detection_rows(handle, choose_source, args.choose, args, conf=0.001, iou=0.6, multi_label=True,
                                  merge=True)
-    plan = [(c, s, [choose_thresholds(*match_split(chosen_rows, choose_source, c), shrink=k) for k in shrinks])
+    plan = [(c, s, [choose_thresholds(*_matched(chosen_rows, choose_source, c), shrink=k) for k in shrinks])
             for c, s in folds(args, choose_source, score_source)]
     lowest = min(min(float(ch.conf.min()), ch.global_conf) for _, _, choices in plan for ch in choices)
     floor = 0.9 * min(lowest, PLAIN_CONF)  # below every threshold scored: each setting keeps a part of these
@@ -102,7 +103,7 @@ def measure(args, shrinks: list[float]):
     totals: dict[str, Counts | None] = {}
     boxes = np.zeros(len(choose_source.names), dtype=np.int64)
     for choose_ids, score_ids, choices in plan:
-        matched = match_split(scored_rows, score_source, score_ids)
+        matched = _matched(scored_rows, score_source, score_ids)
         main = choices[shrinks.index(SHRINK_K)]
         boxes += main.instances
         settings = {"per-class": main.conf, "global best-F1": main.global_conf, f"conf {PLAIN_CONF:g}": PLAIN_CONF}
@@ -137,6 +138,13 @@ def format_report(totals: dict, choices, names, boxes: np.ndarray, shrinks: list
         lines.append(f"  k={k:<5g} {c.f1(True):6.3f} {c.precision(True):6.3f} {c.recall(True):6.3f} | "
                      f"{c.f1()[scored > 0].mean():6.3f}")
     return "\n".join(lines)
+
+
+def _matched(rows, source, image_ids=None):
+    """COCOeval's matching at IoU 0.5 of `rows` on `source`'s images (or `image_ids` of them), as an evaluation
+    makes it (detect.evaluation.split_match)."""
+    ids = [r.image_id for r in source.records] if image_ids is None else image_ids
+    return match_share(rows, ids, source).matched()
 
 
 def main(argv) -> int:

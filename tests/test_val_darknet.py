@@ -31,3 +31,31 @@ def test_metric_darknet_is_darknets_detector_map(shared, tmp_path, points, capsy
     for key in ("tp", "fp", "fn"):
         assert abs(got[key] - reference[key]) <= 3, key
     assert got["average_iou"] * 100 == pytest.approx(reference["average_iou"], abs=1.0)  # within 1 point
+
+
+def _split_map(rank, world, cfg, weights, spec, cache):
+    import torch
+
+    from detect.darknet.load import load_model
+    from detect.data.loader import open_split
+    from detect.evaluation.darknet_eval import darknet_split_map
+
+    torch.set_num_threads(1)  # the same convolution arithmetic in every process
+    source = open_split(spec, "val", cache)
+    model = load_model(cfg, weights, exact=True).model
+    result = darknet_split_map(model, source, False, 0, rank, world, batch=1)  # one image a forward pass: the
+    # same floats whichever rank runs it (a batch of other images may change the last bits on the CPU)
+    return result.map, result.ap.tolist(), result.tp, result.fp, result.average_iou
+
+
+def test_metric_darknet_on_2_ranks_is_the_single_process_figure(shared, tmp_path):
+    """Each rank computes Darknet's entries of its own images and rank 0 takes them in Darknet's list order: every
+    figure equals one process's, the float32 average IoU (summed in order) included."""
+    from tests.conftest import ROOT
+    from tests.support.distributed import run_distributed
+
+    args = (shared("darknet-cfg", "yolov3-tiny.cfg"), shared("weights", "yolov3-tiny.weights"),
+            ROOT / "data" / "coco-tiny.yaml", tmp_path / "cache")
+    (one,) = run_distributed(_split_map, 1, args=args, timeout=300)
+    assert one[0] > 0.3 and one[2] > 100
+    assert run_distributed(_split_map, 2, args=args, timeout=300) == [one, one]

@@ -30,9 +30,10 @@ import torch
 from detect.darknet.load import check_img_size, load_model
 from detect.data.records.records import first_few
 from detect.evaluation.class_order import dataset_class_probs
-from detect.evaluation.darknet_map import darknet_map, truths_from_xyxy
+from detect.evaluation.darknet_map import truths_from_xyxy
 from detect.evaluation.darknet_map_report import DarknetMapResult
 from detect.evaluation.darknet_map_run import model_detections
+from detect.evaluation.darknet_map_score import image_entries, map_from_entries, truth_offsets
 from detect.inference.loading import chosen_resize, default_names, is_onnx_path
 from detect.runtime import dist
 from detect.runtime.files import atomic_write_text
@@ -61,14 +62,17 @@ def darknet_split_map(model, source, letter_box: bool, points: int = 0, rank: in
         model.train(was_training)
     if order is not None:  # per-class NMS: reordering the classes' probabilities after it is the same as before
         found = [replace(d, probs=dataset_class_probs(d.probs, order)) for d in found]
-    gathered = dist.gather_object_to_main(list(zip(mine, found)))
+    # each rank matches its own images (an image matches alone); rank 0 takes the entries in Darknet's list order
+    truths = {i: truths_from_xyxy(r.classes, r.boxes.astype("float64"), r.width, r.height)
+              for i, r in ((i, source.records[i]) for i in by_name)}
+    offsets = dict(zip(by_name, truth_offsets([truths[i][0] for i in by_name])))
+    entries = [(i, image_entries(d, *truths[i], offsets[i], len(source.names))) for i, d in zip(mine, found)]
+    gathered = dist.gather_object_to_main(entries)
     result = None
     if gathered is not None:
         by_index = dict(pair for part in gathered for pair in part)
-        detections = [by_index[i] for i in by_name]
-        truths = [truths_from_xyxy(r.classes, r.boxes.astype("float64"), r.width, r.height)
-                  for r in (source.records[i] for i in by_name)]
-        result = darknet_map(detections, truths, source.names, points)
+        result = map_from_entries([by_index[i] for i in by_name], [truths[i][0] for i in by_name], source.names,
+                                  points)
     return dist.broadcast_object(result)
 
 

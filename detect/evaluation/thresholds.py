@@ -24,10 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from detect.evaluation.matching import match_detections
-from detect.evaluation.per_image import truths_from_coco
 from detect.evaluation.pr_curves import pr_curves
-from detect.evaluation.split_match import SplitMatch, detections_from_rows
+from detect.evaluation.split_match import SplitMatch
 from detect.inference.class_conf import ClassConf, save_class_conf
 
 log = logging.getLogger(__name__)
@@ -141,16 +139,6 @@ def count_at(scores: np.ndarray, classes: np.ndarray, hits: np.ndarray, truth_co
     tp = np.bincount(classes[kept & hits], minlength=k_total)[:k_total]
     fp = np.bincount(classes[kept & ~hits], minlength=k_total)[:k_total]
     return Counts(tp, fp, truth_counts - tp)
-
-
-def match_split(rows: np.ndarray, source, image_ids: Sequence[int] | None = None):
-    """`match_detections`' output for an evaluation's rows on `source` (its images, or `image_ids` of them)."""
-    ids = sorted({int(r.image_id) for r in source.records}) if image_ids is None else sorted(image_ids)
-    truths = truths_from_coco(source.coco_ground_truth(), ids, source.category_ids)
-    detections = detections_from_rows(rows, source.category_ids)
-    wanted = set(ids)
-    detections = {i: d for i, d in detections.items() if i in wanted}
-    return match_detections(detections, truths, len(source.category_ids), IOU_THRES)
 
 
 def format_choice(choice: ThresholdChoice, counts: Counts, names: Sequence[str]) -> str:

@@ -10,11 +10,11 @@ from detect.evaluation.darknet_map import (
     darknet_detections,
     darknet_diou,
     darknet_iou,
-    darknet_map,
     darknet_nms,
     darknet_order,
     truths_from_xyxy,
 )
+from detect.evaluation.darknet_map_score import darknet_map
 from tests.conftest import shared_path
 from tests.support.darknet_oracles import parse_darknet_map
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from detect.evaluation.darknet_map import DarknetDetections, darknet_map, truths_from_xyxy
+from detect.evaluation.darknet_map import DarknetDetections, truths_from_xyxy
 from detect.evaluation.darknet_map_report import DarknetMapResult
+from detect.evaluation.darknet_map_score import darknet_map
 
 
 @dataclass
