@@ -184,7 +184,7 @@ def run_eval_memory(args) -> int:
     evaluator = CocoEvaluator(source)
     before = process_tree_figures(os.getpid())["rss"]
     result = evaluate(model, loader, evaluator, torch.device("cpu"))
-    detections = len(result.results)
+    detections = len(result.rows)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"evaluation of {result.num_images} images ({args.data} val repeated): {detections} detections, "
           f"mAP@0.5 {result.map50:.4f}; RSS before {before:.0f} MB, peak {peak:.0f} MB "

@@ -40,20 +40,6 @@ def truth_offsets(per_image_truth_classes: Sequence) -> list[int]:
     return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist() if sizes else []
 
 
-def image_entries(dets: DarknetDetections, truth_classes, truth_boxes, offset: int, num_classes: int,
-                  iou_thresh: float = 0.5) -> tuple[np.ndarray, ...]:
-    """One image's entries (`_image_entries`), checked: an image matches alone, so each rank computes its own
-    images' (offset: `truth_offsets` over the whole list) and `map_from_entries` takes them in list order."""
-    if not num_classes:
-        raise ValueError("names is empty: Darknet's mean runs over the class names, one per model class")
-    truth_classes = np.asarray(truth_classes, dtype=np.int64).reshape(-1)
-    if dets.probs.shape[1] != num_classes:
-        raise ValueError(f"detections score {dets.probs.shape[1]} classes but {num_classes} names were given")
-    if len(truth_classes) and (truth_classes.min() < 0 or truth_classes.max() >= num_classes):
-        raise ValueError(f"truth class {int(truth_classes.max())} out of range for {num_classes} names")
-    return _image_entries(dets, truth_classes, truth_boxes, offset, iou_thresh)
-
-
 def map_from_entries(entries: Sequence[tuple[np.ndarray, ...]], per_image_truth_classes: Sequence,
                      names: Sequence[str], points: int = 0, iou_thresh: float = 0.5,
                      conf_thresh: float = 0.25) -> DarknetMapResult:
@@ -81,10 +67,20 @@ def map_from_entries(entries: Sequence[tuple[np.ndarray, ...]], per_image_truth_
                             float(iou_thresh), float(conf_thresh))
 
 
-def _image_entries(dets: DarknetDetections, truth_classes: np.ndarray, truth_boxes, offset: int, iou_thresh: float):
+def image_entries(dets: DarknetDetections, truth_classes, truth_boxes, offset: int, num_classes: int,
+                  iou_thresh: float = 0.5) -> tuple[np.ndarray, ...]:
     """One image's entries in Darknet's order (detection by detection, class by class, every score > 0): score,
     class, matched truth's global index (-1: none), whether it is the image's first entry to match that truth
-    (what makes a TP at conf_thresh, whatever the earlier entry's score) and the match's IoU."""
+    (what makes a TP at conf_thresh, whatever the earlier entry's score) and the match's IoU. An image matches
+    alone, so each rank computes its own images' (offset: `truth_offsets` over the whole list) and
+    `map_from_entries` takes them in list order."""
+    if not num_classes:
+        raise ValueError("names is empty: Darknet's mean runs over the class names, one per model class")
+    truth_classes = np.asarray(truth_classes, dtype=np.int64).reshape(-1)
+    if dets.probs.shape[1] != num_classes:
+        raise ValueError(f"detections score {dets.probs.shape[1]} classes but {num_classes} names were given")
+    if len(truth_classes) and (truth_classes.min() < 0 or truth_classes.max() >= num_classes):
+        raise ValueError(f"truth class {int(truth_classes.max())} out of range for {num_classes} names")
     row, k = np.nonzero(dets.probs > 0)
     iou = darknet_iou(dets.boxes[row], np.asarray(truth_boxes, dtype=np.float32).reshape(-1, 4))
     valid = (iou > np.float32(iou_thresh)) & (truth_classes[None, :] == k[:, None])
