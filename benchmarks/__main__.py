@@ -6,6 +6,7 @@ import detect.runtime.cpu_threads  # noqa: F401  (before any benchmark imports t
 from detect.runtime.commands import dispatch
 
 BENCHMARKS = {
+    "audit": "detect.audit against injected label errors (coco-tiny, kangaroo): box/image AP vs cleanlab",
     "finetune": "a default fine-tune end to end (torchrun train.py + detect.val), figures per epoch",
     "coco_eval": "COCO evaluation at COCO's and Objects365's size: each COCOeval engine alone vs the evaluator",
     "scale": "COCO-sized split (118k/5k, generated): label cache, loader worker memory, evaluation gather/COCOeval",

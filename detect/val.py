@@ -39,7 +39,7 @@ from detect.inference.postprocess import ClassAgnosticModel
 from detect.inference.predictor import Predictor
 from detect.ops.class_names import are_class_ids
 from detect.runtime import dist
-from detect.runtime.commands import DefaultsHelpFormatter, run_command
+from detect.runtime.commands import DefaultsHelpFormatter, run_tool
 from detect.runtime.files import atomic_write_text
 from detect.runtime.log import setup_logging
 from detect.runtime.runs import next_run_dir
@@ -270,17 +270,9 @@ def log_tiles(records: list, args, ctx) -> None:
 
 
 def main(argv=None) -> int:
-    """0 on success; 2 and `error: ...` on stderr for a user's mistake (run_command); 1 and one such line for any
-    other failure, as train.py (the traceback in the debug log); 130 on Ctrl-C."""
-    try:
-        return run_command(parse_args, run, argv)
-    except KeyboardInterrupt:
-        print("interrupted (Ctrl-C)", file=sys.stderr)
-        return 130
-    except Exception as e:
-        log.debug("detect.val failed", exc_info=True)
-        print(f"error: detect.val failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+    """0 on success; 2 and `error: ...` on stderr for a user's mistake; 1 and one such line for any other failure
+    (the traceback in the debug log); 130 on Ctrl-C."""
+    return run_tool("detect.val", parse_args, run, argv, log)
 
 
 if __name__ == "__main__":

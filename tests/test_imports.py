@@ -27,7 +27,7 @@ LAYERS = (
     ("evaluation", "tracking"),
     ("plots", "export"),  # pictures, of what evaluation computes among the rest; ONNX / Darknet files written
     ("engine",),  # training
-    ("api", "train", "val", "predict", "bench", "tune"),  # entry points
+    ("api", "train", "val", "predict", "bench", "tune", "audit"),  # entry points
 )
 ENTRY_LAYER = len(LAYERS) - 1
 # Inside `detect.data`, the pipeline's stages by the same rule: what each image is (records, caches, image

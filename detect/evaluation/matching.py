@@ -26,7 +26,7 @@ def _best_per_class(det: np.ndarray, limit: int = MAX_DETS_PER_CLASS) -> np.ndar
     return keep
 
 
-def _match_image(det: np.ndarray, truth: ImageTruth, iou_thres: float) -> tuple[np.ndarray, np.ndarray]:
+def match_image(det: np.ndarray, truth: ImageTruth, iou_thres: float) -> tuple[np.ndarray, np.ndarray]:
     """(true positive, counted) per detection row, COCOeval's matching: in score order, each detection takes the
     free non-ignored box of its class it overlaps most (IoU >= iou_thres; of equal overlaps the later box, as
     COCOeval's loop does); without one, a detection overlapping an ignored box by iou_thres is not counted, and
@@ -62,7 +62,7 @@ def match_detections(detections: dict, truths: dict, num_classes: int, iou_thres
         truth = truths.get(image_id, ImageTruth.empty())
         det = detections.get(image_id, np.zeros((0, 6)))
         det = det[_best_per_class(det)]
-        tp, counted = _match_image(det, truth, iou_thres)
+        tp, counted = match_image(det, truth, iou_thres)
         images.append(np.full(int(counted.sum()), image_id, dtype=np.int64))
         scores.append(det[counted, 4])
         classes.append(det[counted, 5].astype(np.int64))

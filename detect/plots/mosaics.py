@@ -28,7 +28,7 @@ class Tile:
     title: str = ""
 
 
-def _draw_label(canvas: np.ndarray, text: str, x: int, y: int, colour) -> None:
+def draw_label(canvas: np.ndarray, text: str, x: int, y: int, colour) -> None:
     """`text` on a box of `colour` whose bottom-left corner is (x, y), kept inside the canvas."""
     import cv2
 
@@ -56,9 +56,9 @@ def _draw_tile(tile: Tile, names: Sequence[str]) -> np.ndarray:
         cv2.rectangle(canvas, (x1, y1), (x2, y2), colour, 2)
         name = names[int(k)] if 0 <= int(k) < len(names) else str(int(k))
         text = name if tile.scores is None else f"{name} {float(tile.scores[i]):.2f}"
-        _draw_label(canvas, text, max(x1, 0), max(y1, 0), colour)
+        draw_label(canvas, text, max(x1, 0), max(y1, 0), colour)
     if tile.title:
-        _draw_label(canvas, tile.title, 0, TILE, (40, 40, 40))
+        draw_label(canvas, tile.title, 0, TILE, (40, 40, 40))
     cv2.rectangle(canvas, (0, 0), (TILE - 1, TILE - 1), (255, 255, 255), 2)
     return canvas
 

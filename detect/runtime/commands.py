@@ -37,6 +37,20 @@ def run_command(parse_args: Callable, run: Callable, argv=None) -> int:
     return 0
 
 
+def run_tool(tool: str, parse_args: Callable, run: Callable, argv, log) -> int:
+    """`run_command` for a tool: 0 on success; 2 and one line for a user's mistake; 130 on Ctrl-C; 1 and one
+    `error: <tool> failed: ...` line for any other failure, its traceback in `log`'s debug output."""
+    try:
+        return run_command(parse_args, run, argv)
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+    except Exception as e:
+        log.debug("%s failed", tool, exc_info=True)
+        print(f"error: {tool} failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
 def dispatch(argv, package: str, commands: dict[str, str], program: str, see_also: str) -> int:
     """`program <command> [options]`: run `<package>.<command>`'s main on the rest of `argv`; without a known
     command, the usage (each command with its line of `commands`, then `see_also`) and exit status 2."""
@@ -49,3 +63,15 @@ def dispatch(argv, package: str, commands: dict[str, str], program: str, see_als
         print(f"usage: {program} <benchmark> [options]\n\nbenchmarks:\n{lines}\n\n{see_also}", file=sys.stderr)
         return 2
     return importlib.import_module(f"{package}.{argv[0]}").main(argv[1:]) or 0
+
+
+TRAIN_MODULE = "detect.train"  # run as `python -m detect.train`: a clone and an installed package alike
+
+
+def train_launcher(nproc: int) -> list[str]:
+    """The command that starts train.py (the tools that train runs of their own: tune, audit --folds): alone, or
+    under torchrun with `nproc` processes (a free port of its own: several runs at once)."""
+    if nproc == 1:
+        return [sys.executable, "-m", TRAIN_MODULE]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+            "-m", TRAIN_MODULE]

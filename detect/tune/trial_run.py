@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from detect.runtime.commands import train_launcher
+
 log = logging.getLogger(__name__)
 
-TRAIN_MODULE = "detect.train"  # run as `python -m detect.train`: a clone and an installed package alike
 LOCK_NAME = ".trial.lock"  # in the run folder: held while a train.py runs in it (detect.tune.tether)
 
 
@@ -49,21 +50,13 @@ def read_fitness(path: Path) -> tuple[list[tuple[int, float]], str]:
     return found, (rows[-1].get("note") or "") if rows else ""
 
 
-def launcher(nproc: int) -> list[str]:
-    """train.py alone, or under torchrun with `nproc` processes (a free port of its own: several trials at once)."""
-    if nproc == 1:
-        return [sys.executable, "-m", TRAIN_MODULE]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-            "-m", TRAIN_MODULE]
-
-
 def train_command(nproc: int, run_dir: Path, hyp_file: Path, epochs: int, train_args, device_args,
                   resume: bool = False) -> list[str]:
     """The trial's train.py command: a new run in `run_dir`, or (`resume`) the continuation of its last.pt, which
     carries every other option, to `epochs` (a search restarted with another --epochs moves the run's end)."""
     if resume:
-        return [*launcher(nproc), "--resume", str(run_dir / "last.pt"), "--epochs", str(epochs), *device_args]
-    return [*launcher(nproc), *train_args, "--hyp", str(hyp_file), "--epochs", str(epochs), "--project",
+        return [*train_launcher(nproc), "--resume", str(run_dir / "last.pt"), "--epochs", str(epochs), *device_args]
+    return [*train_launcher(nproc), *train_args, "--hyp", str(hyp_file), "--epochs", str(epochs), "--project",
             str(run_dir.parent), "--name", run_dir.name, "--exist-ok", *device_args]
 
 

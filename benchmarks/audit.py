@@ -1,0 +1,174 @@
+"""`python -m benchmarks audit`: detect.audit against known label errors, next to cleanlab's image scores.
+
+    python -m benchmarks audit --dataset coco-tiny --seeds 5     # the official yolov3-tiny, COCO val2017 images
+    python -m benchmarks audit --dataset kangaroo --seeds 2      # fold models (--folds 3, 10-epoch fine-tunes)
+
+Errors are injected into a real split (benchmarks.audit_inject: removed, moved, relabelled, invented boxes, each
+--share of the boxes, seeded) and written as a YOLO dataset; the audit runs on it with a model that never trained
+on its images: for coco-tiny the official yolov3-tiny (trained on COCO 2014 trainval minus the 5k minival, whose
+images val2017 holds), for kangaroo each fold's fine-tune (`--folds`, the fold models trained on the corrupted
+labels, as a user's would be). Rows: box-level AP of the ranked issues, recall at N, per-kind AP, image-level AP,
+for each scoring choice (detect.audit.scoring: calibration per class and size or not, likelihood ratios or plain
+products), and cleanlab's `get_label_quality_scores` on the same detections (image level only: it scores
+images). Means over the seeds, with each seed's figure. The coco-tiny detections do not depend on the labels and
+are computed once; each kangaroo seed trains its own fold models (about 3 x 2 minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pickle
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks import ROOT, SHARED
+from benchmarks.audit_inject import KINDS, box_figures, image_ap, inject, write_yolo_split
+from detect.audit.calibration import CalibrationSettings
+from detect.audit.detections import ModelRun, audit_images, detect_split
+from detect.audit.folds import FoldPlan, fold_detections
+from detect.audit.scoring import ScoringSettings, find_issues
+from detect.data.loader import open_split
+from detect.inference.options import InferenceOptions
+from detect.runtime import dist
+from detect.runtime.log import setup_logging
+
+VARIANTS = {
+    "default (likelihood, class x size)": ScoringSettings(),
+    "likelihood, per size only": ScoringSettings(CalibrationSettings(per_class=False)),
+    "likelihood, per class only": ScoringSettings(CalibrationSettings(per_size=False)),
+    "likelihood, raw confidence": ScoringSettings(CalibrationSettings(enabled=False)),
+    "products, class x size": ScoringSettings(method="product", min_score=0.05),
+    "products, raw confidence": ScoringSettings(CalibrationSettings(enabled=False), method="product",
+                                                min_score=0.05),
+}
+DATASETS = {"coco-tiny": ("data/coco-tiny.yaml", ("val",)), "kangaroo": ("data/kangaroo.yaml", ("train", "val"))}
+
+
+def parse_args(argv) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks audit", description=__doc__.split("\n")[0])
+    p.add_argument("--dataset", default="coco-tiny", choices=tuple(DATASETS))
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--share", type=float, default=0.03, help="share of the boxes per kind of error")
+    p.add_argument("--folds", type=int, default=3, help="kangaroo: fold models")
+    p.add_argument("--epochs", type=int, default=10, help="kangaroo: each fold's fine-tune")
+    p.add_argument("--nproc", type=int, default=2, help="kangaroo: train.py processes per fold")
+    p.add_argument("--img-size", type=int, default=416)
+    p.add_argument("--out", default=None, help="folder for the corrupted sets and fold runs (default: temporary)")
+    p.add_argument("--reuse", action="store_true", help="kangaroo: rescore a previous --out's detections")
+    return p.parse_args(argv)
+
+
+def _source_records(data: str, splits) -> tuple[list, list[str]]:
+    sources = [open_split(str(ROOT / data), split) for split in splits]
+    return [r for s in sources for r in s.records], sources[0].names
+
+
+def _cleanlab_image_ap(images, errors, num_classes: int) -> float:
+    from cleanlab.object_detection.rank import get_label_quality_scores
+
+    labels = [{"bboxes": im.boxes.astype(np.float32), "labels": im.classes} for im in images]
+    predictions = [[im.detections[im.detections[:, 5] == k, :5].astype(np.float32) for k in range(num_classes)]
+                   for im in images]
+    quality = np.asarray(get_label_quality_scores(labels, predictions, verbose=False))
+    return image_ap(1.0 - quality, errors, len(images))
+
+
+def score_seed(images, errors, num_classes: int, img_size: int) -> dict:
+    figures = {}
+    for name, settings in VARIANTS.items():
+        issues = find_issues(images, num_classes, img_size, settings)
+        f = box_figures(issues, errors)
+        worst = np.zeros(len(images))
+        for issue in issues:
+            worst[issue.image] = max(worst[issue.image], issue.score)
+        f["image_ap"] = image_ap(worst, errors, len(images))
+        figures[name] = f
+    figures["cleanlab get_label_quality_scores"] = {"image_ap": _cleanlab_image_ap(images, errors, num_classes)}
+    return figures
+
+
+def corrupted_images(base_images, corrupted) -> list:
+    return [dataclasses.replace(im, boxes=corrupted.boxes[i], classes=corrupted.classes[i],
+                                difficult=np.zeros(len(corrupted.classes[i]), bool))
+            for i, im in enumerate(base_images)]
+
+
+def kangaroo_seed(args, records, names, seed: int, out: Path, ctx, run_options) -> tuple[list, list, int]:
+    """(audit images, injected errors, input size) of one seed: the corrupted copy audited by its fold models."""
+    folder = out / f"seed{seed}"
+    saved = folder / "audit_inputs.pkl"
+    corrupted = inject(records, len(names), args.share, seed)
+    if args.reuse and saved.is_file():
+        images, img_size = pickle.loads(saved.read_bytes())
+        return images, corrupted.errors, img_size
+    spec = write_yolo_split(records, corrupted, names, folder / "data")
+    source = open_split(str(spec), "train")
+    train_args = ("--cfg", str(ROOT / "cfg" / "yolov3-tiny.cfg"), "--weights",
+                  str(SHARED / "weights" / "yolov3-tiny.weights"), "--epochs", str(args.epochs), "--img-size",
+                  str(args.img_size), "--batch-size", "8")
+    run = ModelRun("", None, str(spec), "train", run_options, workers=2)
+    detections, map50s, img_size = fold_detections(source, FoldPlan(args.folds, train_args, args.nproc),
+                                                   folder / "folds", run, ctx)
+    print(f"seed {seed}: fold models' mAP@0.5 on their held-out folds: {', '.join(f'{m:.3f}' for m in map50s)}")
+    by_stem = {int(Path(r.path).stem): i for i, r in enumerate(source.records)}
+    images = audit_images(source, detections, key=lambda index, record: index)
+    # the copy's images are named by their position in `records`: the injected errors' image indices
+    order = [by_stem[i] for i in range(len(records))]
+    images = [dataclasses.replace(images[j], index=i) for i, j in enumerate(order)]
+    saved.write_bytes(pickle.dumps((images, img_size)))
+    return images, corrupted.errors, img_size
+
+
+def report(per_seed: list[dict], errors_per_seed: list[int]) -> None:
+    print(f"\ninjected errors per seed: {errors_per_seed}")
+    print(f"{'scoring':40s} {'box AP':>7s} {'R@N':>6s} " + " ".join(f"{k:>8s}" for k in KINDS) +
+          f" {'image AP':>9s}  (per seed)")
+    for name in per_seed[0]:
+        rows = [s[name] for s in per_seed]
+        mean = {k: float(np.nanmean([r[k] for r in rows])) for k in rows[0] if k != "per_kind_ap"}
+        kinds = " ".join(f"{np.nanmean([r['per_kind_ap'].get(k, np.nan) for r in rows]):8.3f}"
+                         if "per_kind_ap" in rows[0] else f"{'':8s}" for k in KINDS)
+        box = f"{mean['box_ap']:7.3f} {mean['recall_at_n']:6.3f}" if "box_ap" in mean else f"{'':7s} {'':6s}"
+        seeds = ", ".join(f"{r['image_ap']:.3f}" for r in rows)
+        print(f"{name:40s} {box} {kinds} {mean['image_ap']:9.3f}  ({seeds})")
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    setup_logging(0, 1)
+    ctx = dist.init_distributed("cpu")
+    data, splits = DATASETS[args.dataset]
+    records, names = _source_records(data, splits)
+    options = InferenceOptions(img_size=args.img_size)
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="audit-bench-"))
+    start = time.perf_counter()
+    per_seed, counts = [], []
+    if args.dataset == "coco-tiny":
+        found = detect_split(ModelRun(str(SHARED / "weights" / "yolov3-tiny.weights"),
+                                      str(SHARED / "darknet-cfg" / "yolov3-tiny.cfg"), str(ROOT / data), "val",
+                                      options, workers=2), ctx)
+        print(f"yolov3-tiny on coco-tiny val: mAP@0.5 {found.result.map50:.3f}")
+        base = audit_images(found.source, found.detections)
+        for seed in range(args.seeds):
+            corrupted = inject(records, len(names), args.share, seed)
+            per_seed.append(score_seed(corrupted_images(base, corrupted), corrupted.errors, len(names),
+                                       found.img_size))
+            counts.append(len(corrupted.errors))
+    else:
+        for seed in range(args.seeds):
+            images, errors, img_size = kangaroo_seed(args, records, names, seed, out, ctx, options)
+            per_seed.append(score_seed(images, errors, len(names), img_size))
+            counts.append(len(errors))
+    print(f"{args.dataset}: {len(records)} images, {sum(len(r.classes) for r in records)} boxes, share {args.share} "
+          f"per kind, {args.seeds} seed(s), {time.perf_counter() - start:.0f} s; folders in {out}")
+    report(per_seed, counts)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""The model run over a split as detect.val runs it (the one inference path: detect.evaluation.model_eval with
+the Predictor's NMS), its detections kept per image, and the split's images as the audit reads them.
+
+The checks detect.val makes come first and fail in one line: a split that is missing or holds no label, weights
+whose classes are not the dataset's (compared by name: detect.evaluation.class_order).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from detect.audit.evidence import AuditImage
+from detect.evaluation.class_order import DatasetClassModel
+from detect.evaluation.cocoeval_engines import DEFAULT_BACKEND
+from detect.evaluation.evaluator import CocoEvaluator, EvalResult
+from detect.evaluation.model_eval import Feed, evaluate_model
+from detect.inference.loading import class_names
+from detect.inference.options import AUDIT, InferenceOptions, build_settings, load_model
+from detect.inference.predictor import Predictor
+from detect.runtime import dist
+
+log = logging.getLogger("detect.audit")
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """A model file over one split of a spec."""
+
+    weights: str
+    cfg: str | None
+    data: str
+    split: str
+    options: InferenceOptions
+    workers: int = 0
+    cache_dir: Path | None = None
+
+
+@dataclass
+class SplitDetections:
+    source: object  # detect.data.formats.sources.DatasetSource
+    detections: dict[int, np.ndarray] | None  # image id -> [n, 6] in the dataset's classes (rank 0; None elsewhere)
+    result: EvalResult  # the model's metrics on the split, as detect.val prints them
+    img_size: int
+
+
+def refuse_unlabelled(source, data: str, split: str) -> None:
+    """One line when the split has no label to audit (a background-only or empty split)."""
+    if not any(len(r.classes) for r in source.records):
+        raise ValueError(f"{data}: the {split} split has no labelled box in {len(source.records)} image(s); the "
+                         f"audit compares labels with the model's detections: point --data at a spec whose {split} "
+                         f"split has its labels (or choose another with --split)")
+
+
+def detect_split(run: ModelRun, ctx) -> SplitDetections:
+    """Collective: the split's detections (gathered on rank 0) and the model's metrics there."""
+    from detect.val import open_checked_split
+
+    handle = load_model(run.weights, run.cfg, run.options, ctx.device, cache_dir=run.cache_dir)
+    predictor = Predictor(handle.runner, build_settings(handle, run.options, AUDIT, ctx.device), ctx.device)
+    source, order = open_checked_split(run.data, run.split, class_names(handle), run.weights, False, run.cache_dir)
+    refuse_unlabelled(source, run.data, run.split)
+    if order is not None:
+        predictor.runner = DatasetClassModel(predictor.runner, order)
+    evaluator = CocoEvaluator(source, backend=DEFAULT_BACKEND, keep_results=True)
+    feed = Feed(run.split, predictor.settings.batch_size, run.workers, ctx.rank, ctx.world_size, run.cache_dir)
+    result = evaluate_model(handle, predictor, source, evaluator, feed)
+    parts = dist.gather_object_to_main(result.rows)
+    detections = None
+    if parts is not None:
+        rows = np.concatenate([p for p in parts if p is not None and len(p)] or [np.zeros((0, 7))])
+        detections = rows_by_image(rows, source.category_ids)
+    return SplitDetections(source, detections, result, handle.img_size)
+
+
+def rows_by_image(rows: np.ndarray, category_ids) -> dict[int, np.ndarray]:
+    """COCO rows [n, 7] (image id, x, y, w, h, score, category id) -> image id -> [k, 6] xyxy, score, class index."""
+    index = np.full(max(category_ids, default=0) + 1, -1, np.int64)
+    index[np.asarray(category_ids, np.int64)] = np.arange(len(category_ids))
+    det = np.empty((len(rows), 6))
+    det[:, :2] = rows[:, 1:3]
+    det[:, 2:4] = rows[:, 1:3] + rows[:, 3:5]
+    det[:, 4] = rows[:, 5]
+    det[:, 5] = index[rows[:, 6].astype(np.int64)]
+    order = np.argsort(rows[:, 0], kind="stable")
+    ids, starts = np.unique(rows[order, 0].astype(np.int64), return_index=True)
+    return {int(i): part for i, part in zip(ids, np.split(det[order], starts[1:]))}
+
+
+def crowd_regions(source) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """image id -> (crowd boxes [c, 4] xyxy, their classes) of a COCO json split (other formats have none)."""
+    if source.spec.format != "coco":
+        return {}
+    from detect.evaluation.per_image import truths_from_coco
+
+    truths = truths_from_coco(source.coco_ground_truth(), [r.image_id for r in source.records], source.category_ids)
+    return {image_id: (t.boxes[t.crowd_mask()], t.classes[t.crowd_mask()])
+            for image_id, t in truths.items() if t.crowd_mask().any()}
+
+
+def audit_images(source, detections: dict[int, np.ndarray], key=None) -> list[AuditImage]:
+    """The split's images with their labels, crowd regions and detections; `key(index, record)` is the key of an
+    image in `detections` (default: its image id)."""
+    crowds = crowd_regions(source)
+    images = []
+    for index, record in enumerate(source.records):
+        det = detections.get(key(index, record) if key else record.image_id, np.zeros((0, 6)))
+        crowd, crowd_classes = crowds.get(record.image_id, (np.zeros((0, 4)), np.zeros(0, np.int64)))
+        images.append(AuditImage(index, np.asarray(record.boxes, np.float64).reshape(-1, 4),
+                                 np.asarray(record.classes, np.int64), np.asarray(record.difficult, bool), crowd,
+                                 crowd_classes, det[det[:, 5] >= 0], max(record.width, record.height)))
+    return images

@@ -1,0 +1,134 @@
+"""What one image's detections say about each of its labels, and which detections no label accounts for.
+
+Inputs are one image's labels (xyxy pixels, classes, VOC `difficult`), its crowd regions (COCO `iscrowd`) and the
+model's detections [n, 6] (x1, y1, x2, y2, confidence, class) with each detection's calibrated probability of
+being right (detect.audit.calibration). Per label:
+- `confirm`: the best same-class probability among detections at IoU >= 0.5: the model sees this very object;
+- `other`, `other_det`: the best other-class probability at IoU >= 0.5: the model sees the box as another class;
+- `shifted`, `shifted_det`: the best same-class probability at `window_low` <= IoU < 0.5, from a detection that
+  confirms no other label of the class and overlaps no other more: the model sees the object, but elsewhere or
+  of another extent;
+- `anything`: the best probability of any detection at IoU >= `window_low`: whether anything is seen there.
+A detection no label overlaps at IoU 0.5 (and no crowd region covers) is a candidate for a missing label; the
+chance that a nearby unconfirmed same-class label explains it instead (the label is misplaced, not absent) is
+`explained`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from detect.evaluation.matching import match_image
+from detect.evaluation.per_image import ImageTruth
+from detect.ops.boxes_np import box_iou
+
+MATCH_IOU = 0.5  # COCO's AP50 rule: a detection at this IoU is the labelled object
+WINDOW_LOW = 0.1  # a same-class detection overlapping a label less than this is about another object
+
+
+@dataclass
+class AuditImage:
+    """One image of the split as the audit reads it."""
+
+    index: int  # the record's position in the split
+    boxes: np.ndarray  # float [m, 4] xyxy pixels: the labels
+    classes: np.ndarray  # int [m]
+    difficult: np.ndarray  # bool [m]: VOC difficult, evaluated as ignored; never flagged
+    crowd: np.ndarray  # float [c, 4]: COCO crowd regions (any class); detections inside them are no finds
+    crowd_classes: np.ndarray  # int [c]
+    detections: np.ndarray  # float [n, 6]
+    longer_side: int  # the image's longer side in pixels (for the size as the network sees it)
+
+    def truth(self) -> ImageTruth:
+        """Labels and crowd regions as COCOeval matches them (crowd and difficult boxes ignored)."""
+        crowd = np.concatenate([np.zeros(len(self.classes), bool), np.ones(len(self.crowd_classes), bool)])
+        return ImageTruth(np.concatenate([self.boxes, self.crowd]).reshape(-1, 4),
+                          np.concatenate([self.classes, self.crowd_classes]).astype(np.int64),
+                          np.concatenate([self.difficult, np.ones(len(self.crowd_classes), bool)]), crowd)
+
+
+def detection_outcomes(image: AuditImage) -> tuple[np.ndarray, np.ndarray]:
+    """(right, counted) per detection: COCOeval's IoU-0.5 matching against the labels; a detection absorbed by a
+    crowd region or a difficult box is not counted (detect.evaluation.matching)."""
+    return match_image(image.detections, image.truth(), MATCH_IOU)
+
+
+@dataclass
+class LabelEvidence:
+    confirm: np.ndarray
+    other: np.ndarray
+    other_det: np.ndarray  # int: detection row, -1 when none
+    shifted: np.ndarray
+    shifted_det: np.ndarray
+    anything: np.ndarray
+
+
+def _best(values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the largest value where `mask` holds (0 when nowhere) and its column (-1 when nowhere)."""
+    masked = np.where(mask, values, -1.0)
+    column = masked.argmax(1) if masked.shape[1] else np.zeros(len(masked), np.int64)
+    best = masked[np.arange(len(masked)), column] if masked.shape[1] else np.full(len(masked), -1.0)
+    return np.maximum(best, 0.0), np.where(best >= 0, column, -1)
+
+
+def label_evidence(image: AuditImage, prob: np.ndarray, window_low: float = WINDOW_LOW) -> LabelEvidence:
+    """The evidence of the module docstring for each label of `image`, `prob` being each detection's calibrated
+    probability."""
+    det = image.detections
+    iou = box_iou(image.boxes, det[:, :4])  # [m, n]
+    same = image.classes[:, None] == det[None, :, 5].astype(np.int64)
+    p = np.broadcast_to(prob[None, :], iou.shape)
+    confirming = same & (iou >= MATCH_IOU)
+    # a detection that is another same-class label's object cannot be this one's true place, and a detection
+    # beside several labels (one box over a group) is the nearest one's only
+    elsewhere = confirming.sum(0)[None, :] - confirming > 0
+    if len(iou):
+        nearest = np.where(same, iou, -1.0).argmax(0)
+        elsewhere |= np.arange(len(iou))[:, None] != nearest[None, :]
+    confirm, _ = _best(p, confirming)
+    other, other_det = _best(p, ~same & (iou >= MATCH_IOU))
+    shifted, shifted_det = _best(p, same & (iou >= window_low) & (iou < MATCH_IOU) & ~elsewhere)
+    anything, _ = _best(p, iou >= window_low)
+    return LabelEvidence(confirm, other, other_det, shifted, shifted_det, anything)
+
+
+def missing_candidates(image: AuditImage, prob: np.ndarray, confirm: np.ndarray,
+                       window_low: float = WINDOW_LOW) -> tuple[np.ndarray, np.ndarray]:
+    """(detection rows, explained [k]) of the detections no label overlaps at IoU 0.5 and no crowd region or
+    difficult box covers; `explained` is the largest (1 - confirm) of the unconfirmed same-class labels the
+    detection overlaps at IoU >= window_low (0 when none): how likely the label is this object, misplaced."""
+    det = image.detections
+    if not len(det):
+        return np.zeros(0, np.int64), np.zeros(0)
+    free = np.ones(len(det), bool)
+    if len(image.boxes):
+        free &= box_iou(det[:, :4], image.boxes).max(1) < MATCH_IOU
+    if len(image.crowd):  # intersection over the detection's area, as COCOeval overlaps a crowd region
+        free &= box_iou(det[:, :4], image.crowd, np.ones(len(image.crowd), bool)).max(1) < MATCH_IOU
+    rows = np.flatnonzero(free)
+    if not len(rows) or not len(image.boxes):
+        return rows, np.zeros(len(rows))
+    iou = box_iou(det[rows, :4], image.boxes)  # [k, m]
+    same = det[rows, 5].astype(np.int64)[:, None] == image.classes[None, :]
+    near = same & (iou >= window_low) & ~image.difficult[None, :]
+    explained = np.where(near, 1.0 - confirm[None, :], 0.0).max(1)
+    return rows, explained
+
+
+def suppress_overlaps(boxes: np.ndarray, scores: np.ndarray, iou_thres: float = MATCH_IOU) -> np.ndarray:
+    """Indices kept by a class-agnostic greedy NMS, highest score first: one issue per unlabelled object, though
+    a multi-label model finds it as two classes."""
+    order = np.argsort(-scores, kind="stable")
+    keep: list[int] = []
+    if not len(order):
+        return np.zeros(0, np.int64)
+    iou = box_iou(boxes[order], boxes[order])
+    suppressed = np.zeros(len(order), bool)
+    for i in range(len(order)):
+        if suppressed[i]:
+            continue
+        keep.append(int(order[i]))
+        suppressed |= iou[i] >= iou_thres
+    return np.array(keep, np.int64)

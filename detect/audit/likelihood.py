@@ -1,0 +1,135 @@
+"""How much more often the evidence against a label shows up when the label is wrong than when it is right,
+measured on the split itself by making each kind of error on its own labels.
+
+For each kind there is one statistic (detect.audit.scoring): box = shifted * (1 - confirm), class = other *
+(1 - confirm), spurious = 1 - anything, missing = p * (1 - explained) of an unlabelled detection. Its density
+among the split's labels as they are (almost all right) is the "right" density; its density over simulated
+errors is the "wrong" one: labels of the split moved by 25-75% of their size in a random direction (box),
+given a random other class (class), boxes of the split's sizes put where no label is (spurious), labels taken
+away (missing: the statistic of the detection that then has no label). Their ratio, per bin of 0.05 and made
+non-decreasing in the statistic, is the likelihood ratio the score's Bayes rule takes. The spurious ratio is
+measured per (class, size) cell, its right density shrunk toward the split's: a class the model rarely finds
+shows "nothing seen" often on correct labels, so nothing seen says little there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from detect.audit.calibration import PRIOR_WEIGHT, pool_adjacent_violators
+from detect.audit.evidence import MATCH_IOU, AuditImage, label_evidence, missing_candidates
+from detect.ops.boxes_np import box_iou
+
+NUM_BINS = 20
+SIMULATED = 3000  # labels perturbed per kind (at most): enough for 20 bins, a second on COCO's val
+MOVE_RANGE = (0.25, 0.75)  # of the box's width and height
+
+
+def _histogram(values: np.ndarray) -> np.ndarray:
+    return np.bincount(np.clip((np.asarray(values) * NUM_BINS).astype(np.int64), 0, NUM_BINS - 1),
+                       minlength=NUM_BINS).astype(np.float64)
+
+
+class RatioCurve:
+    """wrong density / right density of a statistic in [0, 1], per bin (add-half smoothed), non-decreasing."""
+
+    def __init__(self, wrong: np.ndarray, right_counts: np.ndarray):
+        wrong_counts = _histogram(wrong)
+        f1 = (wrong_counts + 0.5) / (wrong_counts.sum() + 0.5 * NUM_BINS)
+        f0 = (right_counts + 0.5) / (right_counts.sum() + 0.5 * NUM_BINS)
+        self.table = pool_adjacent_violators(f1 / f0, wrong_counts + right_counts + 1.0)
+
+    def __call__(self, values: np.ndarray) -> np.ndarray:
+        position = np.clip(np.asarray(values) * NUM_BINS - 0.5, 0, NUM_BINS - 1)
+        low = np.floor(position).astype(np.int64)
+        high = np.minimum(low + 1, NUM_BINS - 1)
+        t = position - low
+        return (1 - t) * self.table[low] + t * self.table[high]
+
+
+class CellRatioCurves:
+    """A RatioCurve per cell, each cell's right density shrunk toward the split's (PRIOR_WEIGHT labels)."""
+
+    def __init__(self, wrong: np.ndarray, right: np.ndarray, cells: np.ndarray, num_cells: int):
+        counts = np.zeros((num_cells, NUM_BINS))
+        np.add.at(counts, (cells, np.clip((right * NUM_BINS).astype(np.int64), 0, NUM_BINS - 1)), 1.0)
+        overall = counts.sum(0) / max(counts.sum(), 1.0)
+        shrunk = (counts + PRIOR_WEIGHT * overall) / (counts.sum(1, keepdims=True) + PRIOR_WEIGHT)
+        self.curves = [RatioCurve(wrong, shrunk[c] * 1000.0) for c in range(num_cells)]
+
+    def __call__(self, values: np.ndarray, cells: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(values))
+        for c in np.unique(cells):
+            where = cells == c
+            out[where] = self.curves[int(c)](values[where])
+        return out
+
+
+def _moved_box(box: np.ndarray, rng, width: float, height: float) -> np.ndarray:
+    w, h = box[2] - box[0], box[3] - box[1]
+    distance, angle = rng.uniform(*MOVE_RANGE), rng.uniform(0, 2 * np.pi)
+    moved = box + np.tile([distance * w * np.cos(angle), distance * h * np.sin(angle)], 2)
+    return np.clip(moved, 0, [width, height, width, height])
+
+
+def _empty_box(image: AuditImage, size: np.ndarray, rng, tries: int = 10) -> np.ndarray | None:
+    side = image.longer_side
+    w, h = size
+    if w >= side or h >= side:
+        return None
+    for _ in range(tries):
+        x, y = rng.uniform(0, side - w), rng.uniform(0, side - h)
+        box = np.array([[x, y, x + w, y + h]])
+        if not len(image.boxes) or box_iou(box, image.boxes).max() == 0:
+            return box[0]
+    return None
+
+
+@dataclasses.dataclass
+class SimulatedErrors:
+    """The statistics of simulated errors of each kind."""
+
+    box: np.ndarray
+    wrong_class: np.ndarray
+    nothing: np.ndarray
+    missing: np.ndarray
+
+
+def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int, window_low: float,
+             seed: int = 0) -> SimulatedErrors:
+    """Errors of each kind made on up to SIMULATED labels of the split, and what the model's evidence says then."""
+    rng = np.random.default_rng(seed)
+    where = [(n, j) for n, im in enumerate(images) for j in np.flatnonzero(~im.difficult)]
+    picked = [where[i] for i in rng.permutation(len(where))[:SIMULATED]]
+    box, wrong_class, nothing, missing = [], [], [], []
+    for n, j in picked:
+        image, p = images[n], probs[n]
+        moved = image.boxes.copy()
+        moved[j] = _moved_box(moved[j], rng, image.longer_side, image.longer_side)
+        ev = label_evidence(dataclasses.replace(image, boxes=moved), p, window_low)
+        box.append(ev.shifted[j] * (1 - ev.confirm[j]))
+        if num_classes > 1:
+            relabelled = image.classes.copy()
+            relabelled[j] = (relabelled[j] + rng.integers(1, num_classes)) % num_classes
+            ev = label_evidence(dataclasses.replace(image, classes=relabelled), p, window_low)
+            wrong_class.append(ev.other[j] * (1 - ev.confirm[j]))
+        empty = _empty_box(image, image.boxes[j, 2:] - image.boxes[j, :2], rng)
+        if empty is not None and len(image.detections):
+            overlap = box_iou(empty[None], image.detections[:, :4])[0] >= window_low
+            nothing.append(1.0 - (p[overlap].max() if overlap.any() else 0.0))
+        elif empty is not None:
+            nothing.append(1.0)
+        keep = np.arange(len(image.classes)) != j
+        fewer = dataclasses.replace(image, boxes=image.boxes[keep], classes=image.classes[keep],
+                                    difficult=image.difficult[keep])
+        ev = label_evidence(fewer, p, window_low)
+        rows, explained = missing_candidates(fewer, p, ev.confirm, window_low)
+        found = 0.0
+        if len(rows):
+            on_it = box_iou(image.detections[rows, :4], image.boxes[j][None])[:, 0] >= MATCH_IOU
+            if on_it.any():
+                found = float((p[rows] * (1 - explained))[on_it].max())
+        missing.append(found)
+    return SimulatedErrors(*(np.asarray(v, float) for v in (box, wrong_class, nothing, missing)))

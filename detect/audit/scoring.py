@@ -1,0 +1,182 @@
+"""Suspected label errors of a split, each with one score comparable across kinds: the chance it is an error.
+
+With `p` a detection's calibrated probability of being right (detect.audit.calibration) and a label's evidence
+(detect.audit.evidence: confirm, other, shifted, anything), each kind has one statistic:
+- `missing`: a detection no label accounts for: p * (1 - explained) (an object is there, and no nearby misplaced
+  label is it);
+- `box`: shifted * (1 - confirm): the model sees the label's class beside or around the box, and not at it;
+- `class`: other * (1 - confirm): the model sees the box as another class, and not as its own;
+- `spurious`: 1 - anything: the model sees nothing where the label is.
+The score is Bayes' rule: prior odds times the likelihood ratio of the statistic, the ratio measured on the split
+by making each kind of error on its own labels (detect.audit.likelihood), the prior `PRIOR` of a label being
+wrong in each way (for `missing`, spread over the unlabelled detections: PRIOR * labels / candidates). So a score
+is a chance, the same for every kind: 0.6 is a likelier error than 0.4, whatever their kinds. `method="product"`
+takes the statistics themselves as the scores (the benchmark's baseline). Each label gives its most likely kind;
+unlabelled objects found twice (a multi-label model) give one issue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from detect.audit.calibration import NUM_SIZES, CalibrationSettings, ConfidenceCalibration, size_bucket
+from detect.audit.evidence import (
+    WINDOW_LOW,
+    AuditImage,
+    detection_outcomes,
+    label_evidence,
+    missing_candidates,
+    suppress_overlaps,
+)
+from detect.audit.likelihood import CellRatioCurves, RatioCurve, simulate
+
+KINDS = ("missing", "box", "class", "spurious")
+METHODS = ("likelihood", "product")
+PRIOR = 0.05  # the share of labels assumed wrong in each way before the model is asked: a few percent
+
+
+@dataclass(frozen=True)
+class ScoringSettings:
+    calibration: CalibrationSettings = field(default_factory=CalibrationSettings)
+    method: str = "likelihood"  # or "product" (the benchmark's baseline)
+    prior: float = PRIOR
+    window_low: float = WINDOW_LOW
+    min_score: float = 0.1  # issues scored below this are not listed
+
+
+@dataclass(frozen=True)
+class Issue:
+    image: int  # record index in the split
+    kind: str
+    cls: int  # the label's class; the model's for `missing`
+    box: tuple[float, float, float, float]  # the label's box; the detection's for `missing`
+    score: float
+    label: int | None = None  # the label's row in its image's labels (None for `missing`)
+    suggested_class: int | None = None
+    suggested_box: tuple[float, float, float, float] | None = None
+    evidence: dict = field(default_factory=dict)  # the figures the score came from, for the json
+
+
+def _sizes(boxes: np.ndarray, image: AuditImage, img_size: int) -> np.ndarray:
+    return size_bucket(boxes, np.full(len(boxes), image.longer_side), img_size)
+
+
+def calibrate(images: list[AuditImage], num_classes: int, img_size: int,
+              settings: CalibrationSettings) -> ConfidenceCalibration:
+    """The confidence calibration measured on the split's own detections and labels."""
+    conf, cls, size, right = [], [], [], []
+    for image in images:
+        det = image.detections
+        if not len(det):
+            continue
+        tp, counted = detection_outcomes(image)
+        conf.append(det[counted, 4])
+        cls.append(det[counted, 5].astype(np.int64))
+        size.append(_sizes(det[counted, :4], image, img_size))
+        right.append(tp[counted])
+    join = (lambda parts, dtype: np.concatenate(parts) if parts else np.zeros(0, dtype))
+    return ConfidenceCalibration(join(conf, float), join(cls, np.int64), join(size, np.int64), join(right, bool),
+                                 num_classes, settings)
+
+
+def _box(row) -> tuple[float, float, float, float]:
+    return tuple(round(float(v), 2) for v in row[:4])
+
+
+def find_issues(images: list[AuditImage], num_classes: int, img_size: int,
+                settings: ScoringSettings = ScoringSettings()) -> list[Issue]:
+    """Every suspected error of the split scoring at least `settings.min_score`, most likely first."""
+    calibration = calibrate(images, num_classes, img_size, settings.calibration)
+    probs, evidence, candidates = [], [], []
+    for image in images:
+        det = image.detections
+        probs.append(calibration(det[:, 4], det[:, 5].astype(np.int64), _sizes(det[:, :4], image, img_size)))
+        evidence.append(label_evidence(image, probs[-1], settings.window_low))
+        rows, explained = missing_candidates(image, probs[-1], evidence[-1].confirm, settings.window_low)
+        candidates.append((rows, explained, probs[-1][rows] * (1.0 - explained)))
+    stats = _label_statistics(images, evidence)
+    if settings.method == "likelihood":
+        label_scores, missing_score = _likelihood_scores(images, probs, stats, candidates, num_classes, img_size,
+                                                         settings)
+    else:
+        label_scores, missing_score = stats, (lambda found: found)
+    issues: list[Issue] = []
+    start = 0
+    for image, p, ev, (rows, explained, found) in zip(images, probs, evidence, candidates):
+        issues += _label_issues(image, ev, label_scores[start:start + len(image.classes)], settings)
+        issues += _missing_issues(image, p, rows, explained, missing_score(found), settings)
+        start += len(image.classes)
+    issues.sort(key=lambda issue: (-issue.score, issue.image, issue.kind))
+    return issues
+
+
+def _label_statistics(images: list[AuditImage], evidence: list) -> np.ndarray:
+    """[m, 3] per label of the split: the box, class and spurious statistics (the module docstring)."""
+    if not images:
+        return np.zeros((0, 3))
+    return np.concatenate([np.stack([ev.shifted * (1 - ev.confirm), ev.other * (1 - ev.confirm),
+                                     1 - ev.anything], 1) for ev in evidence])
+
+
+def posterior(ratio: np.ndarray, prior: float) -> np.ndarray:
+    """P(error) from the likelihood ratio of the evidence and the prior chance of the error."""
+    prior_odds = prior / (1 - prior)
+    return prior_odds * ratio / (prior_odds * ratio + 1.0)
+
+
+def _likelihood_scores(images, probs, stats: np.ndarray, candidates, num_classes: int, img_size: int,
+                       settings: ScoringSettings):
+    """(label scores [m, 3], missing score function) by Bayes' rule with the simulated likelihood ratios."""
+    simulated = simulate(images, probs, num_classes, settings.window_low)
+    counted = ~np.concatenate([im.difficult for im in images]) if images else np.zeros(0, bool)
+    right = np.stack([np.bincount(np.clip((stats[counted, k] * 20).astype(np.int64), 0, 19), minlength=20)
+                      for k in range(3)]).astype(float) if len(stats) else np.zeros((3, 20))
+    per_class, per_size = settings.calibration.per_class, settings.calibration.per_size
+    classes = np.concatenate([im.classes for im in images]) if images else np.zeros(0, np.int64)
+    sizes = np.concatenate([_sizes(im.boxes, im, img_size) for im in images]) if images else np.zeros(0, np.int64)
+    cells = (classes if per_class else 0) * (NUM_SIZES if per_size else 1) + (sizes if per_size else 0)
+    num_cells = (num_classes if per_class else 1) * (NUM_SIZES if per_size else 1)
+    spurious = CellRatioCurves(simulated.nothing, stats[counted, 2], cells[counted], num_cells)
+    ratios = np.stack([RatioCurve(simulated.box, right[0])(stats[:, 0]),
+                       RatioCurve(simulated.wrong_class, right[1])(stats[:, 1]) if num_classes > 1
+                       else np.zeros(len(stats)),
+                       spurious(stats[:, 2], cells)], 1)
+    ratios[:, :2] = np.where(stats[:, :2] > 0, ratios[:, :2], 0.0)  # no detection there: no evidence at all
+    found = np.concatenate([c[2] for c in candidates]) if candidates else np.zeros(0)
+    missing_curve = RatioCurve(simulated.missing, np.bincount(np.clip((found * 20).astype(np.int64), 0, 19),
+                                                              minlength=20).astype(float))
+    # the expected missing objects (PRIOR of the labels) spread over the detections that could be one
+    missing_prior = min(0.5, settings.prior * max(int(counted.sum()), 1) / max(len(found), 1))
+    return posterior(ratios, settings.prior), lambda values: posterior(missing_curve(values), missing_prior)
+
+
+def _label_issues(image: AuditImage, ev, scores: np.ndarray, settings: ScoringSettings) -> list[Issue]:
+    det = image.detections
+    issues = []
+    for j in np.flatnonzero(~image.difficult & (scores.max(1, initial=0) >= settings.min_score)):
+        kind = ("box", "class", "spurious")[int(scores[j].argmax())]
+        suggestion = {"box": ev.shifted_det[j], "class": ev.other_det[j]}.get(kind, -1)
+        figures = {"confirm": round(float(ev.confirm[j]), 4), "other_class": round(float(ev.other[j]), 4),
+                   "shifted": round(float(ev.shifted[j]), 4), "anything": round(float(ev.anything[j]), 4)}
+        issues.append(Issue(image.index, kind, int(image.classes[j]), _box(image.boxes[j]),
+                            round(float(scores[j].max()), 4), int(j),
+                            int(det[suggestion, 5]) if suggestion >= 0 else None,
+                            _box(det[suggestion]) if suggestion >= 0 else None, figures))
+    return issues
+
+
+def _missing_issues(image: AuditImage, p: np.ndarray, rows: np.ndarray, explained: np.ndarray,
+                    scores: np.ndarray, settings: ScoringSettings) -> list[Issue]:
+    wanted = scores >= settings.min_score
+    rows, scores, explained = rows[wanted], scores[wanted], explained[wanted]
+    det = image.detections
+    issues = []
+    for k in suppress_overlaps(det[rows, :4], scores):
+        row = det[rows[k]]
+        issues.append(Issue(image.index, "missing", int(row[5]), _box(row), round(float(scores[k]), 4), None,
+                            int(row[5]), _box(row), {"confidence": round(float(row[4]), 4),
+                                                     "probability": round(float(p[rows[k]]), 4),
+                                                     "explained": round(float(explained[k]), 4)}))
+    return issues

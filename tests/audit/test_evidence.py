@@ -1,0 +1,51 @@
+"""What one image's detections say about its labels (detect.audit.evidence), on hand-made boxes."""
+
+import numpy as np
+
+from detect.audit.evidence import AuditImage, label_evidence, missing_candidates, suppress_overlaps
+
+
+def image(boxes, classes, detections, crowd=((0, 0, 0, 0),), crowd_classes=()):
+    crowd = np.array(crowd, float)[:len(crowd_classes)].reshape(-1, 4)
+    return AuditImage(0, np.array(boxes, float).reshape(-1, 4), np.array(classes), np.zeros(len(classes), bool),
+                      crowd, np.array(crowd_classes, np.int64), np.array(detections, float).reshape(-1, 6), 640)
+
+
+def test_label_evidence_reads_each_detection_by_class_and_overlap():
+    im = image([[0, 0, 100, 100], [200, 0, 300, 100], [400, 0, 500, 100]], [0, 0, 1],
+               [[2, 2, 98, 101, 0.9, 0],        # confirms label 0
+                [240, 0, 340, 100, 0.8, 0],     # label 1 moved: IoU 0.43 with it
+                [400, 0, 500, 100, 0.7, 2]])    # label 2 seen as class 2
+    ev = label_evidence(im, np.array([0.95, 0.85, 0.75]))
+    np.testing.assert_allclose(ev.confirm, [0.95, 0, 0])
+    np.testing.assert_allclose(ev.shifted, [0, 0.85, 0])
+    np.testing.assert_allclose(ev.other, [0, 0, 0.75])
+    assert ev.other_det.tolist() == [-1, -1, 2] and ev.shifted_det.tolist() == [-1, 1, -1]
+    np.testing.assert_allclose(ev.anything, [0.95, 0.85, 0.75])
+
+
+def test_a_detection_over_a_group_is_the_nearest_labels_only():
+    # one box over two side-by-side labels: it may be the first's true place, not also the second's
+    im = image([[0, 0, 100, 100], [90, 0, 200, 100]], [0, 0], [[-50, 0, 250, 100, 0.9, 0]])  # IoU 0.33, 0.37
+    ev = label_evidence(im, np.array([0.9]))
+    assert ev.shifted.tolist() == [0.0, 0.9]
+
+
+def test_missing_candidates_skip_labelled_and_crowded_detections_and_say_what_explains_them():
+    im = image([[0, 0, 100, 100], [300, 300, 400, 400]], [0, 1],
+               [[0, 0, 100, 100, 0.9, 0],      # labelled
+                [40, 0, 140, 100, 0.8, 0],     # beside label 0 (IoU 0.43): explained by it as far as it is unconfirmed
+                [500, 0, 600, 100, 0.7, 0],    # alone: a candidate
+                [510, 300, 540, 330, 0.6, 0]],  # inside a crowd region
+               crowd=[[500, 290, 640, 400]], crowd_classes=[0])
+    p = np.array([0.9, 0.8, 0.7, 0.6])
+    confirm = label_evidence(im, p).confirm
+    rows, explained = missing_candidates(im, p, confirm)
+    assert rows.tolist() == [1, 2]
+    np.testing.assert_allclose(explained, [1 - 0.9, 0])
+
+
+def test_suppress_overlaps_keeps_one_issue_per_object():
+    boxes = np.array([[0, 0, 10, 10], [1, 0, 11, 10], [50, 50, 60, 60]], float)
+    assert suppress_overlaps(boxes, np.array([0.5, 0.9, 0.4])).tolist() == [1, 2]
+    assert suppress_overlaps(np.zeros((0, 4)), np.zeros(0)).tolist() == []

@@ -1,0 +1,78 @@
+"""The audit's scores on scenes whose errors are known (tests/support/audit_scenes)."""
+
+import dataclasses
+
+import numpy as np
+
+from detect.audit.scoring import KINDS, ScoringSettings, find_issues
+from detect.ops.boxes_np import box_iou
+from tests.support.audit_scenes import audit_scene
+
+
+def test_each_kind_of_error_is_found_first_with_the_models_suggestion():
+    images, errors = audit_scene()
+    issues = find_issues(images, 3, 416)
+    top = issues[:4]
+    assert sorted(i.kind for i in top) == sorted(KINDS)
+    for issue in top:
+        image, box, true_class = errors[issue.kind]
+        assert issue.image == image
+        assert box_iou(np.array([issue.box]), box[None])[0, 0] > 0.9
+        assert issue.score > 0.5
+    by_kind = {i.kind: i for i in top}
+    assert by_kind["class"].suggested_class == errors["class"][2]  # the class it was before the relabelling
+    assert by_kind["missing"].suggested_class == errors["missing"][2]
+    moved_to = np.array([by_kind["box"].suggested_box])
+    assert box_iou(moved_to, images[1].boxes[1:]).max() < 0.1  # the model's box is the object's, not another's
+    assert by_kind["spurious"].suggested_box is None
+    # what follows the four is far less likely
+    assert all(i.score < 0.5 * min(t.score for t in top) for i in issues[4:])
+
+
+def test_scores_are_chances_and_the_list_is_sorted():
+    images, _ = audit_scene()
+    issues = find_issues(images, 3, 416, ScoringSettings(min_score=0.0))
+    scores = np.array([i.score for i in issues])
+    assert ((scores >= 0) & (scores <= 1)).all()
+    assert (np.diff(scores) <= 0).all()
+    assert len(find_issues(images, 3, 416, ScoringSettings(min_score=0.3))) == (scores >= 0.3).sum()
+
+
+def test_a_clean_split_seen_fully_has_no_likely_issue():
+    images, errors = audit_scene()
+    clean = list(images)
+    # take the errors out again: image 0 gets its label back, 1 and 2 their true labels, 3 loses the invented one
+    for kind, (index, box, cls) in errors.items():
+        im = images[index]
+        if kind == "missing":
+            clean[index] = dataclasses.replace(im, boxes=np.concatenate([box[None], im.boxes]),
+                                               classes=np.concatenate([[cls], im.classes]),
+                                               difficult=np.zeros(len(im.classes) + 1, bool))
+        elif kind == "spurious":
+            clean[index] = dataclasses.replace(im, boxes=im.boxes[:-1], classes=im.classes[:-1],
+                                               difficult=im.difficult[:-1])
+        else:
+            boxes, classes = im.boxes.copy(), im.classes.copy()
+            boxes[0] = im.detections[0, :4]
+            classes[0] = cls
+            clean[index] = dataclasses.replace(im, boxes=boxes, classes=classes)
+    assert [i for i in find_issues(clean, 3, 416) if i.score >= 0.3] == []
+
+
+def test_difficult_labels_are_never_flagged_and_crowds_hide_detections():
+    images, errors = audit_scene()
+    spurious_image = errors["spurious"][0]
+    im = images[spurious_image]
+    images[spurious_image] = dataclasses.replace(im, difficult=np.array([False, False, False, True]))
+    missing_image, box, cls = errors["missing"]
+    im = images[missing_image]
+    images[missing_image] = dataclasses.replace(im, crowd=box[None] + [-5, -5, 5, 5], crowd_classes=np.array([cls]))
+    kinds = {i.kind for i in find_issues(images, 3, 416) if i.score > 0.5}
+    assert kinds == {"box", "class"}
+
+
+def test_both_methods_rank_the_injected_errors_first():
+    images, _ = audit_scene(seed=3)
+    for method in ("likelihood", "product"):
+        top = find_issues(images, 3, 416, ScoringSettings(method=method, min_score=0.0))[:4]
+        assert sorted(i.kind for i in top) == sorted(KINDS), method
