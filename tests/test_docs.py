@@ -27,7 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "data" / "README.md",
         ROOT / "weights" / "README.md", ROOT / "cfg" / "README.md"]
-TOOLS = ("train", "val", "predict", "export", "bench", "tune")
+TOOLS = ("train", "val", "predict", "export", "bench", "tune", "audit")
 BENCHMARKS = "benchmarks"  # `python -m benchmarks <name>`: a clone's benchmarks, no console script
 SUBCOMMANDS = ("bench", BENCHMARKS)  # tools whose first word names a benchmark
 FENCE = re.compile(r"^(`{3,}|~{3,})")
