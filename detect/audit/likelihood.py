@@ -40,7 +40,9 @@ class RatioCurve:
         wrong_counts = _histogram(wrong)
         f1 = (wrong_counts + 0.5) / (wrong_counts.sum() + 0.5 * NUM_BINS)
         f0 = (right_counts + 0.5) / (right_counts.sum() + 0.5 * NUM_BINS)
-        self.table = pool_adjacent_violators(f1 / f0, wrong_counts + right_counts + 1.0)
+        # weighted by the right density, a pooled run of bins gets its mass ratio: where the statistic does not
+        # rise with the error, the ratio is 1
+        self.table = pool_adjacent_violators(f1 / f0, f0)
 
     def __call__(self, values: np.ndarray) -> np.ndarray:
         position = np.clip(np.asarray(values) * NUM_BINS - 0.5, 0, NUM_BINS - 1)
