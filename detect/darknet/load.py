@@ -108,9 +108,10 @@ def _check_complete(report: dict, weights) -> None:
                          f"file such as a .conv.N backbone); expected the complete .weights of this cfg")
 
 
-def uses_channels_last(device: torch.device) -> bool:
-    """Whether models and inputs on `device` run in NHWC, the layout of the tensor cores' convolutions."""
-    return device.type == "cuda"
+def uses_channels_last(device: torch.device, amp_dtype: torch.dtype | None = None) -> bool:
+    """Whether models and inputs on `device` run in NHWC: the layout of the tensor cores' convolutions, and of
+    oneDNN's bf16 ones on the CPU (training under bf16 autocast)."""
+    return device.type == "cuda" or (device.type == "cpu" and amp_dtype == torch.bfloat16)
 
 
 def for_inference(model: Darknet, device: torch.device, pack: bool = True) -> Darknet:

@@ -152,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="nominal batch size reached by gradient accumulation (default: 64; a short fine-tune "
                         "from --weights accumulates less so that it makes enough optimiser steps)")
     p.add_argument("--amp", default=d.amp, choices=AMP_MODES,
-                   help="mixed precision on CUDA: auto = bf16 where supported else fp16; ignored on the CPU")
+                   help="mixed precision: on CUDA auto = bf16 where supported, else fp16; on the CPU auto = bf16 "
+                        "where the CPU has native bf16 (AVX512-BF16, AMX), else float32; fp16 is for CUDA")
     p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
     p.add_argument("--no-ema", dest="ema", action="store_false", help="evaluate and save the raw weights, no EMA")
     p.add_argument("--anchors", default=d.anchors, choices=("keep", "fit"),

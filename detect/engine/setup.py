@@ -38,7 +38,7 @@ from detect.engine.trainer_state import TrainSetup
 from detect.evaluation.thresholds import BestEvaluationThresholds
 from detect.runtime import ddp, dist
 from detect.runtime.files import atomic_write_text
-from detect.runtime.precision import amp_dtype
+from detect.runtime.precision import amp_dtype, describe_cpu_precision
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def prepare_model(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, cfg_sourc
     set_bn_momentum(model, hyp.optim.bn_momentum)
     frozen_bn = freeze_layers(model, opts.freeze)
     model.to(ctx.device)
-    if uses_channels_last(ctx.device):
+    if uses_channels_last(ctx.device, amp_dtype(opts.amp, ctx.device)):
         model.to(memory_format=torch.channels_last)
         torch.backends.cudnn.benchmark = True  # fixed shapes: time the kernels once, then use the fastest
     return model, frozen_bn, img_size, transferred
@@ -182,6 +182,8 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
     optimizer, schedule, accumulate, steps_per_epoch = build_optimisation(model, opts, hyp, ctx, len(loader),
                                                                              transferred)
     amp = amp_dtype(opts.amp, ctx.device)
+    if ctx.device.type == "cpu":
+        log.info(describe_cpu_precision(opts.amp, amp))
     multi_scale = None
     if opts.multi_scale:
         from detect.data.augmentation.multiscale import MultiScale
@@ -197,7 +199,7 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
                       scaler=torch.amp.GradScaler(ctx.device.type, enabled=amp == torch.float16), amp_dtype=amp,
                       ema=ema, train_loader=loader, accumulate=accumulate, hyp=hyp, names=names, opts=opts,
                       run_dir=run_dir, evaluate_fn=evaluate_fn, frozen_bn=frozen_bn, multi_scale=multi_scale,
-                      channels_last=uses_channels_last(ctx.device), img_size=img_size)
+                      channels_last=uses_channels_last(ctx.device, amp), img_size=img_size)
 
 
 def make_monitor(opts: TrainOptions, ctx: dist.DistContext, run_dir: Path, sources, loggers):
