@@ -16,7 +16,7 @@ import torch
 
 AMP_DTYPES = {"off": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 AMP_MODES = ("auto", *AMP_DTYPES)  # auto: bf16 where the device runs it natively (GPU: else fp16)
-CPU_AUTO_BF16 = False  # whether `--amp auto` trains in bf16 on CPUs with native bf16 (measured: docs/benchmarks.md)
+CPU_AUTO_BF16 = True  # `--amp auto` trains in bf16 on CPUs with native bf16 (measured: docs/benchmarks.md)
 
 
 @functools.cache

@@ -2,9 +2,17 @@
 
 from types import SimpleNamespace
 
+import cv2
 import numpy as np
 
-from benchmarks.audit_inject import Injected, average_precision, box_figures, image_ap, inject, write_yolo_split
+from benchmarks.audit_inject import (
+    Injected,
+    average_precision,
+    box_figures,
+    image_ap,
+    inject,
+    write_yolo_split,
+)
 from detect.data.loader import open_split
 from detect.ops.boxes_np import box_iou
 from tests.support.audit_scenes import scene
@@ -61,8 +69,6 @@ def test_the_corrupted_split_reads_back_as_written(tmp_path):
     records = _records(6)
     for i, r in enumerate(records):
         r.path = str(tmp_path / f"src{i}.jpg")
-        import cv2
-
         cv2.imwrite(r.path, np.full((480, 640, 3), 100, np.uint8))
     corrupted = inject(records, 3, 0.1, seed=1)
     spec = write_yolo_split(records, corrupted, ["a", "b", "c"], tmp_path / "copy")
