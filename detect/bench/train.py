@@ -32,6 +32,8 @@ from detect.data.loader import PREFETCH_FACTOR
 from detect.engine.config import Hyp
 from detect.engine.options import TrainOptions
 from detect.runtime import dist
+from detect.runtime.assets import asset
+from detect.runtime.precision import cpu_has_native_bf16
 
 VARIANT_HELP = ("precision (fp32, bf16, fp16), optionally -nchw (no channels_last) and -compile, e.g. "
                 "bf16 bf16-compile fp32-nchw")
@@ -43,11 +45,14 @@ LOADERS = {"decode": (None, "host"), "ram": ("ram", "host"), "ram-device": ("ram
 def parse_args(argv) -> argparse.Namespace:
     cuda = torch.cuda.is_available()
     p = argparse.ArgumentParser(prog="python -m detect.bench train", description=__doc__.split("\n\n")[0])
-    p.add_argument("--cfg", nargs="+", required=True, help="one or more Darknet cfgs")
+    p.add_argument("--cfg", nargs="+", default=[str(asset("cfg", "yolo-mini.cfg")), str(asset("cfg", "yolov3-tiny.cfg"))],
+                   help="one or more Darknet cfgs (default: the shipped yolo-mini.cfg and yolov3-tiny.cfg)")
     p.add_argument("--img-size", "--img", dest="img", type=int, nargs="+", default=[416], help="input sizes")
     p.add_argument("--batch-size", "--batch", dest="batch", nargs="+", default=["16"],
                    help="batch sizes per step, or max (largest that fits)")
-    p.add_argument("--variants", nargs="+", default=["bf16" if cuda else "fp32"], help=VARIANT_HELP)
+    # on the CPU: float32, bf16 (where the CPU has it natively: the default of training there) and bf16 compiled
+    cpu_variants = ["fp32", "bf16", "bf16-compile"] if cpu_has_native_bf16() else ["fp32", "fp32-compile"]
+    p.add_argument("--variants", nargs="+", default=["bf16"] if cuda else cpu_variants, help=VARIANT_HELP)
     p.add_argument("--iters", type=int, default=20 if cuda else 3, help="timed steps")
     p.add_argument("--warmup", type=int, default=5 if cuda else 1,
                    help="untimed steps first (compilation, cuDNN autotuning)")
@@ -61,9 +66,9 @@ def parse_args(argv) -> argparse.Namespace:
                         "(decoded once, kept in RAM), ram-device and decode-device (augmented on the device); "
                         "NAME:W runs that loader with W workers instead of --workers")
     p.add_argument("--no-data", action="store_true", help="skip the data-included figures")
-    p.add_argument("--profile", type=int, default=0, metavar="N",
+    p.add_argument("--profile", type=int, default=0 if cuda else 2, metavar="N",
                    help="after each row's figures, N steps with the data excluded and N with the first loader "
-                        "under torch.profiler: the split of a step's time (0: off)")
+                        "under torch.profiler: the split of a step's time (0: off; default on the CPU: 2)")
     p.add_argument("--cache-dir", default=None,
                    help="generated data, label and image caches (default: $DETECT_CACHE or ~/.cache/detect)")
     args = p.parse_args(argv)

@@ -26,7 +26,7 @@ def run_bench(capsys, monkeypatch, cache_dir, *extra) -> list[str]:
     monkeypatch.setenv("KINETO_LOG_LEVEL", "6")  # the profiler's own stderr chatter, undone after the test
     argv = ["--cfg", "cfg/yolo-mini.cfg", "--data", "data/synthetic.yaml", "--img-size", "64", "--batch-size", "4",
             "--iters", "2", "--warmup", "1", "--workers", "0", "--device", "cpu", "--cache-dir", str(cache_dir),
-            *extra]
+            "--variants", "fp32", "--profile", "0", *extra]
     assert bench_train.main(argv) == 0
     return capsys.readouterr().out.splitlines()
 
@@ -105,3 +105,13 @@ def test_percent_of_peak_per_loader_column():
     # 3 x 10 GFLOPs x img/s: 15, 7.2 and 12 TFLOP/s of 600
     assert cells[-4:] == ["15.0", "2.5%", "1.2%", "2.0%"], cells
     assert cells[5:7] == ["240.0", "400.0"], cells
+
+
+def test_on_the_cpu_the_defaults_are_both_cfgs_each_precision_and_the_split(monkeypatch):
+    monkeypatch.setattr(bench_train.torch.cuda, "is_available", lambda: False)
+    for native, variants in ((True, ["fp32", "bf16", "bf16-compile"]), (False, ["fp32", "fp32-compile"])):
+        monkeypatch.setattr(bench_train, "cpu_has_native_bf16", lambda native=native: native)
+        args = bench_train.parse_args(["--data", "d"])
+        assert [Path(c).name for c in args.cfg] == ["yolo-mini.cfg", "yolov3-tiny.cfg"]
+        assert all(Path(c).is_file() for c in args.cfg)
+        assert args.variants == variants and args.profile == 2
