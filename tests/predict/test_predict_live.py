@@ -15,6 +15,7 @@ import pytest
 from detect.api import Detector
 from detect.predict import main
 from tests.support.mjpeg_server import MjpegServer, coco_frames
+from tests.support.signals import sigint_as_in_a_terminal
 from tests.support.val_data import NAMES, write_tiny_checkpoint
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
@@ -94,7 +95,8 @@ def test_ctrl_c_ends_a_live_run_with_every_output_whole(tmp_path, frames):
     with MjpegServer(frames, fps=30) as server:  # endless
         process = subprocess.Popen([sys.executable, "-m", "detect.predict",
                                     *_predict_args(weights, server.url, tmp_path / "runs")],
-                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                       preexec_fn=sigint_as_in_a_terminal)
         try:
             deadline = time.monotonic() + 240
             while len(list((run / "json").glob("*.json"))) < 3:

@@ -154,6 +154,7 @@ def test_ctrl_c_ends_a_tracking_run_with_its_tracks_written(tmp_path, kind):
 
     import cv2
 
+    from tests.support.signals import sigint_as_in_a_terminal
     from tests.support.val_data import write_tiny_checkpoint
 
     frames = []  # far more frames than are processed before the signal, however busy the machine
@@ -178,7 +179,8 @@ def test_ctrl_c_ends_a_tracking_run_with_its_tracks_written(tmp_path, kind):
         process = subprocess.Popen([sys.executable, "-m", "detect.predict", "--weights",
                                     str(write_tiny_checkpoint(tmp_path)), "--source", str(source), "--img", "64",
                                     "--conf", "0.01", "--device", "cpu", "--track", "--save-mot", "--project",
-                                    str(tmp_path / "runs"), "--name", "t"], cwd=root, stdout=out, stderr=err)
+                                    str(tmp_path / "runs"), "--name", "t"], cwd=root, stdout=out, stderr=err,
+                                   preexec_fn=sigint_as_in_a_terminal)
         try:
             deadline = time.monotonic() + 240
             while len(list((run / "json").glob("*.json"))) < 3:  # a few frames written: mid-run
