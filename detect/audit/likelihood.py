@@ -28,7 +28,7 @@ MOVE_RANGE = (0.25, 0.75)  # of the box's width and height
 TIE_BREAK = 0.01
 
 
-def _histogram(values: np.ndarray) -> np.ndarray:
+def histogram(values: np.ndarray) -> np.ndarray:
     return np.bincount(np.clip((np.asarray(values) * NUM_BINS).astype(np.int64), 0, NUM_BINS - 1),
                        minlength=NUM_BINS).astype(np.float64)
 
@@ -37,7 +37,7 @@ class RatioCurve:
     """wrong density / right density of a statistic in [0, 1], per bin (add-half smoothed), non-decreasing."""
 
     def __init__(self, wrong: np.ndarray, right_counts: np.ndarray):
-        wrong_counts = _histogram(wrong)
+        wrong_counts = histogram(wrong)
         f1 = (wrong_counts + 0.5) / (wrong_counts.sum() + 0.5 * NUM_BINS)
         f0 = (right_counts + 0.5) / (right_counts.sum() + 0.5 * NUM_BINS)
         # weighted by the right density, a pooled run of bins gets its mass ratio: where the statistic does not

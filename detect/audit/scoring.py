@@ -30,10 +30,9 @@ from detect.audit.evidence import (
     missing_candidates,
     suppress_overlaps,
 )
-from detect.audit.likelihood import CellRatioCurves, RatioCurve, simulate
+from detect.audit.likelihood import CellRatioCurves, RatioCurve, histogram, simulate
 
 KINDS = ("missing", "box", "class", "spurious")
-METHODS = ("likelihood", "product")
 PRIOR = 0.05  # the share of labels assumed wrong in each way before the model is asked: a few percent
 
 
@@ -131,8 +130,7 @@ def _likelihood_scores(images, probs, stats: np.ndarray, candidates, num_classes
     """(label scores [m, 3], missing score function) by Bayes' rule with the simulated likelihood ratios."""
     simulated = simulate(images, probs, num_classes, settings.window_low)
     counted = ~np.concatenate([im.difficult for im in images]) if images else np.zeros(0, bool)
-    right = np.stack([np.bincount(np.clip((stats[counted, k] * 20).astype(np.int64), 0, 19), minlength=20)
-                      for k in range(3)]).astype(float) if len(stats) else np.zeros((3, 20))
+    right = [histogram(stats[counted, k]) for k in range(3)]  # the split's labels, almost all right
     per_class, per_size = settings.calibration.per_class, settings.calibration.per_size
     classes = np.concatenate([im.classes for im in images]) if images else np.zeros(0, np.int64)
     sizes = np.concatenate([_sizes(im.boxes, im, img_size) for im in images]) if images else np.zeros(0, np.int64)
@@ -145,8 +143,7 @@ def _likelihood_scores(images, probs, stats: np.ndarray, candidates, num_classes
                        spurious(stats[:, 2], cells)], 1)
     ratios[:, :2] = np.where(stats[:, :2] > 0, ratios[:, :2], 0.0)  # no detection there: no evidence at all
     found = np.concatenate([c[2] for c in candidates]) if candidates else np.zeros(0)
-    missing_curve = RatioCurve(simulated.missing, np.bincount(np.clip((found * 20).astype(np.int64), 0, 19),
-                                                              minlength=20).astype(float))
+    missing_curve = RatioCurve(simulated.missing, histogram(found))
     # the expected missing objects (PRIOR of the labels) spread over the detections that could be one
     missing_prior = min(0.5, settings.prior * max(int(counted.sum()), 1) / max(len(found), 1))
     return posterior(ratios, settings.prior), lambda values: posterior(missing_curve(values), missing_prior)

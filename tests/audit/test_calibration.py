@@ -8,7 +8,7 @@ from detect.audit.calibration import (
     pool_adjacent_violators,
     size_bucket,
 )
-from detect.audit.likelihood import RatioCurve, _histogram
+from detect.audit.likelihood import RatioCurve, histogram
 
 
 def test_pool_adjacent_violators_is_the_monotone_least_squares_fit():
@@ -46,7 +46,7 @@ def test_calibration_recovers_the_rate_of_right_detections_and_shrinks_rare_clas
 
 def test_ratio_curve_is_the_density_ratio_made_monotone():
     rng = np.random.default_rng(1)
-    right = _histogram(rng.uniform(0, 0.5, 10000))  # correct labels: weak evidence
+    right = histogram(rng.uniform(0, 0.5, 10000))  # correct labels: weak evidence
     wrong = rng.uniform(0.5, 1.0, 10000)  # errors: strong evidence
     curve = RatioCurve(wrong, right)
     low, high = curve(np.array([0.2, 0.9]))
