@@ -13,6 +13,7 @@ BENCHMARKS = {
     "imbalance": "rare classes (a coco-tiny split): plain vs repeat-factor sampling vs class weights, per-class AP",
     "soak": "many epochs of training (2 processes + loader workers): RSS, fds, img/s per epoch; eval memory",
     "thresholds": "per-class confidence thresholds vs one threshold: F1, P, R per class, chosen and scored apart",
+    "rival_train": "time to accuracy: the main job against ultralytics YOLO11n from scratch, side by side",
     "track": "our ByteTrack vs ultralytics' on the same detections: IDF1, HOTA, MOTA per sequence, ms per frame",
 }
 

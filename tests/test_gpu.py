@@ -105,6 +105,31 @@ def test_nccl_ddp_steps_with_amp_and_channels_last(amp, shared, tmp_path, nccl_g
 
 # ---- checkpoint and exact resume ----------------------------------------------------------------------------
 
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_a_queued_step_has_no_host_synchronisation(amp, shared, tmp_path):
+    """Forward, padded loss, flags, backward, clipping, the fused optimiser and the EMA are queued without the host
+    waiting once (CUDA's sync debug mode raises on any synchronising call); only the lagged flag read waits."""
+    trainer = build_trainer(gpu_options(shared, tmp_path, amp=amp), dist.init_distributed("cuda"))
+    setup = trainer.setup
+    try:
+        trainer._set_train_mode()
+        batches = setup.train_loader.epoch(0)
+        trainer.train_step(*next(batches)[:2], 0, last_of_window=True)  # first step: capacity and buffers made
+        images, targets = next(batches)[:2]
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            parts, flags = trainer._micro_step(images, targets, 1, sync=True)
+            trainer._optimizer_step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        trainer._pending = flags
+        trainer.flush()
+        assert torch.isfinite(parts).all() and trainer.state.nonfinite_total == 0 and trainer.state.step == 2
+    finally:
+        setup.train_loader.close()
+
+
 def _run(shared, tmp, name, stop_at=None, resume=None):
     opts = gpu_options(shared, tmp, name=name, amp="bf16", resume=resume, eval_interval=100)
     trainer = build_trainer(opts, dist.init_distributed("cuda"), StopAtStep)

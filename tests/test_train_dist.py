@@ -59,8 +59,10 @@ def _run_once(tmp, name, stop_at=None, resume=None, cache=None):
 
 def _interrupted_then_resumed(rank, world, tmp):
     straight = _run_once(tmp, "straight")
-    # "SIGTERM" after step 2; the ranks agree on it at the next micro-batch and stop after step 3 (mid-epoch 2)
-    stopped = _run_once(tmp, "cut", stop_at=2)
+    # "SIGTERM" after step 3; the ranks agree on it at the next micro-batch, the last of epoch 2, and read that
+    # agreement at the epoch's end (the host never waits for the step it has just queued): they stop after step 4
+    # with epoch 2 trained but not evaluated, which the resume then does
+    stopped = _run_once(tmp, "cut", stop_at=3)
     resumed = _run_once(tmp, "cut", resume=str(tmp / "runs" / "cut" / "last.pt"))
     return straight, stopped, resumed
 
@@ -84,7 +86,7 @@ def test_a_run_with_the_image_cache_resumes_to_the_uncached_run(tmp_path):
 def test_resume_equals_uninterrupted_run(tmp_path):
     results = run_distributed(_interrupted_then_resumed, 2, (tmp_path,), timeout=300)
     for straight, stopped, resumed in results:
-        assert stopped[2] == 3 and stopped[3] == 1  # stopped after step 3, inside epoch 2
+        assert stopped[2] == 4 and stopped[3] == 1  # stopped after step 4, epoch 2 not closed
         assert resumed[2] == straight[2] == 6 and resumed[3] == straight[3] == 3
         assert not (stopped[0] == straight[0]).all()
         assert np.allclose(resumed[0], straight[0], rtol=1e-5, atol=1e-6)  # model

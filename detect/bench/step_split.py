@@ -2,13 +2,16 @@
 --profile N`).
 
 Per step: the wall time; the host time blocked on the loader; the host time inside `Trainer.train_step`, and
-of that the target assignment (`detect.engine.assign.build_targets`); on CUDA the summed kernel time (device
-compute), the rest of the wall time (device idle) and the number of kernels launched. The profiler adds a
-little host time to every operator, so compare the wall time with the timed figure before trusting the split.
+of that the forward, the loss with its target assignment (and the assignment alone:
+`detect.engine.assign.assign_padded`), the backward, and the optimiser step with the EMA; on CUDA the summed
+kernel time (device compute), the rest of the wall time (device idle) and the number of kernels launched. On the
+CPU the parts are the step itself; on CUDA they are the host's time to queue them. The profiler adds a little
+host time to every operator, so compare the wall time with the timed figure before trusting the split.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -16,11 +19,17 @@ import time
 import warnings
 from dataclasses import dataclass
 
+import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
 LOADER_WAIT = "loader wait"
 ASSIGN = "assign targets"
+FORWARD = "forward"
+LOSS = "loss"
+BACKWARD = "backward"
+OPTIMIZER = "optimizer and EMA"
+PARTS = (FORWARD, LOSS, ASSIGN, BACKWARD, OPTIMIZER)
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +42,13 @@ class StepSplit:
     wall_ms: float
     loader_wait_ms: float
     host_ms: float
-    assign_ms: float
+    parts_ms: dict  # PARTS -> ms per step (the loss includes the assignment)
     device_ms: float | None
     kernels: float | None
+
+    @property
+    def assign_ms(self) -> float:
+        return self.parts_ms[ASSIGN]
 
     @property
     def idle_ms(self) -> float | None:
@@ -76,29 +89,56 @@ def _step_loop(bench, it, steps: int) -> tuple[float, float, float]:
     return time.perf_counter() - start, wait, host
 
 
-def profile_steps(bench, batches, steps: int) -> StepSplit:
-    """`steps` steps of `bench` (detect.bench.train.Bench) on `batches` under the profiler, split."""
+@contextlib.contextmanager
+def _labelled_parts(bench):
+    """For the window: the step's parts inside profiler ranges named by PARTS, everything restored after."""
     from detect.engine import loss as loss_module
 
+    setup = bench.trainer.setup
+    model = setup.ddp_model
+    ranges = []
+
+    def enter(*_):
+        ranges.append(record_function(FORWARD))
+        ranges[-1].__enter__()
+
+    def leave(*_):
+        ranges.pop().__exit__(None, None, None)
+
+    hooks = [model.register_forward_pre_hook(enter), model.register_forward_hook(leave)]
+    # the loss calls the names it imported, the trainer its own method, Tensor.backward torch.autograd's function
+    original_assign, original_backward = loss_module.assign_padded, torch.autograd.backward
+    loss_module.assign_padded = _labelled(original_assign, ASSIGN)
+    torch.autograd.backward = _labelled(original_backward, BACKWARD)
+    loss = setup.loss
+    setup.loss = _labelled(loss, LOSS)  # what the trainer calls (padding, the assignment and the loss)
+    bench.trainer._optimizer_step = _labelled(bench.trainer._optimizer_step, OPTIMIZER)
+    try:
+        yield
+    finally:
+        for hook in hooks:
+            hook.remove()
+        loss_module.assign_padded, torch.autograd.backward = original_assign, original_backward
+        setup.loss = loss
+        del bench.trainer._optimizer_step
+
+
+def profile_steps(bench, batches, steps: int) -> StepSplit:
+    """`steps` steps of `bench` (detect.bench.train.Bench) on `batches` under the profiler, split."""
     # kineto writes its start/stop stages (and on the CPU a failed GPU query) to stderr unless told otherwise;
     # read when the profiler first starts, and left alone when the user set it
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     cuda = bench.ctx.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     it = iter(batches)
-    original = loss_module.build_targets
-    # the loss calls the name it imported: replace it there, for this window only
-    loss_module.build_targets = _labelled(original, ASSIGN)
-    try:
-        with warnings.catch_warnings():
-            # some torch versions warn that events of earlier cycles are dropped: one window has no earlier cycle
-            warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle")
-            with profile(activities=activities) as prof:
-                wall, wait, host = _step_loop(bench, it, steps)
-    finally:
-        loss_module.build_targets = original
+    with _labelled_parts(bench), warnings.catch_warnings():
+        # some torch versions warn that events of earlier cycles are dropped: one window has no earlier cycle
+        warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle")
+        with profile(activities=activities) as prof:
+            wall, wait, host = _step_loop(bench, it, steps)
     events = prof.events()
-    assign_us = sum(e.cpu_time_total for e in events if e.device_type == DeviceType.CPU and e.name == ASSIGN)
+    parts = {name: sum(e.cpu_time_total for e in events if e.device_type == DeviceType.CPU and e.name == name)
+             / 1000 / steps for name in PARTS}
     device_ms = kernels = None
     if cuda:
         found = [e for e in events if e.device_type == DeviceType.CUDA and _is_kernel(e)]
@@ -107,7 +147,7 @@ def profile_steps(bench, batches, steps: int) -> StepSplit:
         if not found:
             log.warning("the profiler recorded no CUDA kernels (CUPTI unavailable?): KINETO_LOG_LEVEL=0 says why")
     ms = 1000 / steps
-    return StepSplit(steps, wall * ms, wait * ms, host * ms, assign_us / 1000 / steps, device_ms, kernels)
+    return StepSplit(steps, wall * ms, wait * ms, host * ms, parts, device_ms, kernels)
 
 
 def format_split(label: str, split: StepSplit) -> str:
@@ -116,6 +156,7 @@ def format_split(label: str, split: StepSplit) -> str:
         return "-" if value is None else f"{value:.{digits}f}{unit}"
 
     return (f"  split {label}: {split.steps} steps, per step: wall {split.wall_ms:.2f} ms, "
-            f"loader wait {split.loader_wait_ms:.2f} ms, host {split.host_ms:.2f} ms "
-            f"(assign targets {split.assign_ms:.2f} ms), device compute {opt(split.device_ms)}, "
+            f"loader wait {split.loader_wait_ms:.2f} ms, host {split.host_ms:.2f} ms ("
+            + ", ".join(f"{name} {split.parts_ms[name]:.2f} ms" for name in PARTS)
+            + f"), device compute {opt(split.device_ms)}, "
             f"device idle {opt(split.idle_ms)}, kernel launches {opt(split.kernels, '', 0)}")

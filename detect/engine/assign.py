@@ -40,7 +40,12 @@ class HeadSpec:
 
 @dataclass
 class HeadTargets:
-    """Positives of one head: P rows, each a (image, anchor, cell) slot and the ground truth it must predict."""
+    """Rows of one head, each a (image, anchor, cell) slot and the ground truth it must predict.
+
+    Padded (from `assign_padded`): a fixed number of rows, those with `valid` False trained on nothing, so the
+    shapes depend only on the batch's target capacity and the loss has no data-dependent shape. Compact (from
+    `build_targets` or `compact()`): only the positives, every row valid.
+    """
 
     image: torch.Tensor  # [P] long
     anchor: torch.Tensor  # [P] long, index into this head's anchors
@@ -49,14 +54,21 @@ class HeadTargets:
     box: torch.Tensor  # [P, 4] target (cx, cy, w, h) in input pixels, centre relative to the cell's top-left corner
     cls: torch.Tensor  # [P] long
     anchor_wh: torch.Tensor  # [P, 2] anchor (w, h) in input pixels
+    valid: torch.Tensor  # [P] bool: a positive (padded rows: False)
 
     @property
     def count(self) -> int:
+        """Rows (positives once compact); reading it does not touch the device."""
         return int(self.image.numel())
 
     def to(self, device) -> HeadTargets:
-        """The same positives on `device` (asynchronous copies: the host does not wait for the GPU)."""
+        """The same rows on `device` (asynchronous copies: the host does not wait for the GPU)."""
         return HeadTargets(*(getattr(self, f).to(device, non_blocking=True) for f in self.__dataclass_fields__))
+
+    def compact(self) -> HeadTargets:
+        """Only the positive rows, in the same order (a data-dependent shape: for tools and tests, not the step)."""
+        keep = self.valid.nonzero(as_tuple=True)[0]
+        return HeadTargets(*(getattr(self, f)[keep] for f in self.__dataclass_fields__))
 
 
 def shape_iou(wh_a: torch.Tensor, wh_b: torch.Tensor) -> torch.Tensor:
@@ -91,11 +103,12 @@ def _anchor_matches(head: HeadSpec, gt_wh: torch.Tensor, anchor_t: float, forced
     return fits | forced
 
 
-def assign_head(head: HeadSpec, targets: torch.Tensor, grid_hw: tuple[int, int], img_hw: tuple[int, int],
-                anchor_t: float, forced: torch.Tensor) -> HeadTargets:
-    """Positives of one head.
+def assign_head(head: HeadSpec, targets: torch.Tensor, valid: torch.Tensor, grid_hw: tuple[int, int],
+                img_hw: tuple[int, int], anchor_t: float, forced: torch.Tensor) -> HeadTargets:
+    """Padded rows of one head: every (candidate cell, anchor, target) triple, `valid` where it is a positive.
 
-    targets: [M, 6] (image, class, cx, cy, w, h) normalised to the input; forced: [A, M] bool best-anchor matches.
+    targets: [M, 6] (image, class, cx, cy, w, h) normalised to the input; valid: [M] bool real targets;
+    forced: [A, M] bool best-anchor matches. Rows run cell (own, left, up, right, down) -> anchor -> target.
     """
     grid_h, grid_w = grid_hw
     img_h, img_w = img_hw
@@ -103,36 +116,45 @@ def assign_head(head: HeadSpec, targets: torch.Tensor, grid_hw: tuple[int, int],
     size = targets.new_tensor([img_w, img_h])
     gt_xy = targets[:, 2:4] * size  # input pixels
     gt_wh = targets[:, 4:6] * size
-    match = _anchor_matches(head, gt_wh, anchor_t, forced)  # [A, M]
-    a_idx, t_idx = match.nonzero(as_tuple=True)
-    grid_xy = gt_xy[t_idx] / stride  # centre in cells
+    match = _anchor_matches(head, gt_wh, anchor_t, forced) & valid[None, :]  # [A, M]
+    grid_xy = gt_xy / stride  # centre in cells
     frac = grid_xy - grid_xy.floor()
 
     # candidate cells: own cell plus neighbours (left, up, right, down) the decoded offset can reach
     reach = neighbour_reach(head.scale_x_y)
     offsets = targets.new_tensor([[0, 0], [-1, 0], [0, -1], [1, 0], [0, 1]])
-    own = torch.ones_like(frac[:, 0], dtype=torch.bool)
+    own = torch.ones_like(valid)
     if reach > 0:
         limit = targets.new_tensor([grid_w, grid_h])
         low = (frac < reach) & (grid_xy >= 1.0)
         high = (frac > 1.0 - reach) & (grid_xy < limit - 1.0)
-        use = torch.stack([own, low[:, 0], low[:, 1], high[:, 0], high[:, 1]])  # [5, P]
+        use = torch.stack([own, low[:, 0], low[:, 1], high[:, 0], high[:, 1]])  # [C=5, M]
     else:
-        use = own[None]
-    which, row = use.nonzero(as_tuple=True)
-    cell = (grid_xy[row].floor() + offsets[which]).long()
-    gx = cell[:, 0].clamp(0, grid_w - 1)
-    gy = cell[:, 1].clamp(0, grid_h - 1)
-    t_rows, a_rows = t_idx[row], a_idx[row]
-    centre = gt_xy[t_rows] - torch.stack([gx, gy], 1).to(gt_xy) * stride
-    return HeadTargets(image=targets[t_rows, 0].long(), anchor=a_rows, gy=gy, gx=gx,
-                       box=torch.cat([centre, gt_wh[t_rows]], 1), cls=targets[t_rows, 1].long(),
-                       anchor_wh=head.anchors.to(gt_wh)[a_rows])
+        use, offsets = own[None], offsets[:1]
+    rows = use[:, None, :] & match[None, :, :]  # [C, A, M]
+    shape = rows.shape
+    cell = (grid_xy.floor()[None] + offsets[:, None]).long()  # [C, M, 2]
+    gx = cell[..., 0].clamp(0, grid_w - 1)
+    gy = cell[..., 1].clamp(0, grid_h - 1)
+    centre = gt_xy[None] - torch.stack([gx, gy], -1).to(gt_xy) * stride  # [C, M, 2]
+    box = torch.cat([centre, gt_wh[None].expand_as(centre)], -1)  # [C, M, 4]
+    anchors = head.anchors.to(gt_wh)
+
+    def per_row(t: torch.Tensor) -> torch.Tensor:  # [C, M, ...] -> [C*A*M, ...]
+        return t[:, None].expand(shape[0], shape[1], *t.shape[1:]).reshape(-1, *t.shape[2:])
+
+    return HeadTargets(image=targets[:, 0].long().expand(shape).reshape(-1),
+                       anchor=torch.arange(shape[1], device=targets.device)[None, :, None].expand(shape).reshape(-1),
+                       gy=per_row(gy), gx=per_row(gx), box=per_row(box),
+                       cls=targets[:, 1].long().expand(shape).reshape(-1),
+                       anchor_wh=anchors[None, :, None, :].expand(*shape, 2).reshape(-1, 2), valid=rows.reshape(-1))
 
 
-def build_targets(heads: list[HeadSpec], targets: torch.Tensor, grid_sizes: list[tuple[int, int]],
-                  img_hw: tuple[int, int], anchor_t: float = 4.0) -> list[HeadTargets]:
-    """Positives for every head (cfg order). `targets` [M, 6] = (image, class, cx, cy, w, h), normalised."""
+def assign_padded(heads: list[HeadSpec], targets: torch.Tensor, valid: torch.Tensor,
+                  grid_sizes: list[tuple[int, int]], img_hw: tuple[int, int],
+                  anchor_t: float = 4.0) -> list[HeadTargets]:
+    """Padded rows for every head (cfg order), shapes fixed by M: `targets` [M, 6] = (image, class, cx, cy, w, h)
+    normalised, `valid` [M] bool (padding rows must still hold a finite box of positive size)."""
     if len(heads) != len(grid_sizes):
         raise ValueError(f"{len(heads)} heads but {len(grid_sizes)} grid sizes")
     targets = targets.float()
@@ -141,8 +163,38 @@ def build_targets(heads: list[HeadSpec], targets: torch.Tensor, grid_sizes: list
     owner, local = best_anchor_per_target(heads, gt_wh)
     out = []
     for i, (head, grid_hw) in enumerate(zip(heads, grid_sizes)):
-        forced = torch.zeros(head.num_anchors, targets.shape[0], dtype=torch.bool, device=targets.device)
-        mine = owner == i
-        forced[local[mine], mine.nonzero(as_tuple=True)[0]] = True
-        out.append(assign_head(head, targets, grid_hw, img_hw, anchor_t, forced))
+        # [A, M]: the anchor of this head that is each target's best over all heads
+        slots = torch.arange(head.num_anchors, device=targets.device)[:, None]
+        forced = (owner == i)[None, :] & (local[None, :] == slots)
+        out.append(assign_head(head, targets, valid, grid_hw, img_hw, anchor_t, forced))
     return out
+
+
+def build_targets(heads: list[HeadSpec], targets: torch.Tensor, grid_sizes: list[tuple[int, int]],
+                  img_hw: tuple[int, int], anchor_t: float = 4.0) -> list[HeadTargets]:
+    """The positives of every head (cfg order), compact. `targets` [M, 6] = (image, class, cx, cy, w, h), normalised."""
+    valid = torch.ones(targets.shape[0], dtype=torch.bool, device=targets.device)
+    return [t.compact() for t in assign_padded(heads, targets, valid, grid_sizes, img_hw, anchor_t)]
+
+
+# Padding rows: a finite box of positive size on image 0, so every term of the loss stays finite on them.
+_PAD_ROW = (0.0, 0.0, 0.5, 0.5, 0.25, 0.25)
+
+
+def target_capacity(count: int, current: int = 0, minimum: int = 64) -> int:
+    """Rows a batch's targets are padded to: `current` while it holds them, else the next power of two (so a run
+    sees a handful of shapes, each compiled once)."""
+    if current and count <= current:
+        return current
+    return max(minimum, 1 << max(count - 1, 0).bit_length())
+
+
+def pad_targets(targets: torch.Tensor, capacity: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """([capacity, 6] targets, [capacity] bool valid): `targets` followed by padding rows."""
+    count = targets.shape[0]
+    if count > capacity:
+        raise ValueError(f"{count} targets do not fit a capacity of {capacity}")
+    padded = targets.new_tensor(_PAD_ROW).float().repeat(capacity, 1)
+    padded[:count] = targets.float()
+    valid = torch.arange(capacity, device=targets.device) < count
+    return padded, valid

@@ -43,7 +43,7 @@ GROUP_KINDS = ("weights", "bn", "bias")  # the order of LRSchedule.values' learn
 def build_optimizer(model: nn.Module, name: str, lr: float, momentum: float, weight_decay: float,
                     scaled: set[str] | frozenset = frozenset(), lr_scale: float = 1.0) -> torch.optim.Optimizer:
     """SGD (Nesterov) or AdamW with groups 0: decayed weights, 1: BN weights, 2: biases (no decay on 1 and 2);
-    the fused implementation when every parameter is on CUDA. With `lr_scale` != 1 the parameters named in
+    the fused implementation (on the CPU and CUDA). With `lr_scale` != 1 the parameters named in
     `scaled` form three more groups of the same kinds whose learning rate is `lr_scale` times their kind's.
     Each group names its parameters (`param_names`), so a checkpoint's optimiser state says which were scaled."""
     if name not in OPTIMIZERS:
@@ -60,11 +60,18 @@ def build_optimizer(model: nn.Module, name: str, lr: float, momentum: float, wei
             chosen = [p for p in params if (names[id(p)] in scaled) == (scale != 1.0)]
             groups.append({"params": chosen, "param_names": [names[id(p)] for p in chosen],
                            "weight_decay": decays[kind], "group": kind, "lr_scale": scale})
-    # On CUDA the fused kernels update every tensor in a few launches and take GradScaler's inf check on the
-    # device (the unfused path reads it on the host once per step).
-    fused = all(p.is_cuda for g in groups for p in g["params"]) or None
+    # The fused kernels update every tensor in a few launches (CPU: 3.7x faster than the default loop on 8M
+    # parameters here) and take a found_inf flag on the device, which is how the step skips a window whose loss
+    # was not finite without the host reading it (detect.engine.trainer); other devices keep torch's default.
+    fused = all(p.device.type in ("cuda", "cpu") for g in groups for p in g["params"]) or None
     if name == "sgd":
-        return torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True, fused=fused)
+        optimizer = torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True, fused=fused)
+        # Momentum buffers exist from the start: fused SGD's first step allocates them uninitialised and, when
+        # that step is skipped (found_inf), the next one would read them. Zeros make the first step torch's.
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                optimizer.state[p]["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        return optimizer
     return torch.optim.AdamW(groups, lr=lr, betas=(momentum, 0.999), fused=fused)
 
 

@@ -162,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(their fit is checked and logged either way)")
     p.add_argument("--multi-scale", action="store_true", help="random input size per step in [0.5, 1.5] x img size")
     p.add_argument("--compile", action="store_true",
-                   help="torch.compile the model (fuses BatchNorm and activations; the first steps compile)")
+                   help="torch.compile the model and the loss with its target assignment (fuses BatchNorm, "
+                        "activations and the loss's elementwise work; the first steps compile)")
     p.add_argument("--eval-interval", type=int, default=d.eval_interval, help="evaluate every N epochs (and last)")
     p.add_argument("--patience", type=int, default=None,
                    help="stop when the fitness (mAP@0.5:0.95) has not improved for N evaluations; every rank stops "

@@ -193,8 +193,8 @@ def build_setup(opts: TrainOptions, hyp: Hyp, ctx: dist.DistContext, run_dir: Pa
              Path(opts.cfg).name if opts.cfg else "the weights' cfg", len(names), img_size, opts.batch_size, ctx.world_size, accumulate,
              steps_per_epoch, opts.optimizer, f", AMP {amp}" if amp else "")
     class_weights = resolve_class_weights(hyp.loss.class_weights, train_source.records, names)
-    return TrainSetup(ctx=ctx, model=model, ddp_model=ddp_model,
-                      loss=YoloLoss.for_model(model, hyp.loss, class_weights),
+    loss = YoloLoss.for_model(model, hyp.loss, class_weights)
+    return TrainSetup(ctx=ctx, model=model, ddp_model=ddp_model, loss=loss.compile() if opts.compile else loss,
                       optimizer=optimizer, schedule=schedule,
                       scaler=torch.amp.GradScaler(ctx.device.type, enabled=amp == torch.float16), amp_dtype=amp,
                       ema=ema, train_loader=loader, accumulate=accumulate, hyp=hyp, names=names, opts=opts,

@@ -41,6 +41,8 @@ class Trainer:
         self.on_batch = on_batch  # callable(epoch, index, images, targets, paths) on rank 0 (batch mosaics)
         self.stop_signal = False  # set by the SIGTERM and Ctrl-C handlers (detect.train)
         self.stop_reason = ""  # what asked this rank, for the log
+        self._pending: torch.Tensor | None = None  # the agreed flags of the last micro-batch, not read yet
+        self._window_bad: torch.Tensor | None = None  # non-finite micro-batches of the open window (device)
 
     # ---- one micro-batch -------------------------------------------------------------------------------------
     def _prepare(self, images, micro_index: int) -> torch.Tensor:
@@ -60,14 +62,16 @@ class Trainer:
         (detect.runtime.liveness)."""
         dist.post_progress(self.setup.ctx, 4 * micro_index + phase, f"micro-batch {micro_index}, {what}")
 
-    def _agree(self, nonfinite: bool) -> tuple[bool, bool]:
-        """(any rank non-finite, any rank asked to stop): one all-reduce so every rank takes the same branch."""
-        flags = torch.tensor([float(nonfinite), float(self.stop_signal)], device=self.setup.ctx.device)
-        dist.all_reduce_sum(flags)
-        return bool(flags[0] > 0), bool(flags[1] > 0)
+    def _flags(self, loss: torch.Tensor) -> torch.Tensor:
+        """[any rank's loss non-finite, any rank asked to stop] on the device: one all-reduce, read later
+        (`_read_flags`), so every rank takes the same branch without the host waiting for the step."""
+        stop = torch.full((), float(self.stop_signal), device=loss.device)
+        return dist.all_reduce_sum(torch.stack([(~torch.isfinite(loss.detach())).float(), stop]))
 
-    def _micro_step(self, images, targets, micro_index: int, sync: bool) -> torch.Tensor | None:
-        """Forward + backward of one micro-batch; None when the loss was non-finite on some rank (skipped)."""
+    def _micro_step(self, images, targets, micro_index: int, sync: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Forward + backward of one micro-batch, queued without a host synchronisation: (loss parts, zero when
+        non-finite; the agreed flags of `_flags`). A non-finite loss still runs its backward; its window's
+        optimiser step is then skipped on the device (`_optimizer_step`)."""
         self._post(micro_index, 0, "before its forward")  # DDP's forward broadcasts buffers: a collective
         x = self._prepare(images, micro_index)
         no_sync = getattr(self.setup.ddp_model, "no_sync", None)
@@ -77,27 +81,33 @@ class Trainer:
                 raw = self.setup.ddp_model(x)
             loss, parts = self.setup.loss(raw, targets, (x.shape[2], x.shape[3]))
             self._post(micro_index, 1, "before the loss agreement")
-            nonfinite, stop = self._agree(not bool(torch.isfinite(loss)))
-            self.state.stop_requested |= stop
-            if nonfinite:
-                return None
+            flags = self._flags(loss)
             # gradient of one optimiser step = nbs x the mean over its micro-batches (world-size independent)
             self.setup.scaler.scale(loss * (self.setup.opts.nbs / self.setup.accumulate)).backward()
-        return parts
+        self._window_bad = flags[0] if self._window_bad is None else self._window_bad + flags[0]
+        return torch.where(flags[0] > 0, torch.zeros_like(parts), parts), flags
 
     def _optimizer_step(self) -> float:
         s = self.setup
         lr = s.schedule.apply(s.optimizer, self.state.step)
+        bad, self._window_bad = self._window_bad, None
         if not any(p.grad is not None for g in s.optimizer.param_groups for p in g["params"]):
-            # every micro-batch of this window was skipped (non-finite loss, agreed by all ranks): nothing to
-            # apply, and GradScaler refuses an update without gradients; the schedule still moves on
-            self.state.step += 1
+            self.state.step += 1  # nothing trained in this window (e.g. every layer frozen): the schedule moves on
             return lr
         s.scaler.unscale_(s.optimizer)
         clip = s.hyp.optim.grad_clip
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(s.model.parameters(), clip)
-        s.scaler.step(s.optimizer)
+        # A window with a non-finite micro-batch is skipped on the device: GradScaler finds its inf/NaN gradients
+        # (fp16); otherwise the fused optimiser takes the agreed flag as its found_inf and leaves every tensor.
+        skip_on_device = not s.scaler.is_enabled() and bad is not None
+        if skip_on_device:
+            s.optimizer.found_inf = (bad > 0).float()
+        try:
+            s.scaler.step(s.optimizer)
+        finally:
+            if skip_on_device:
+                del s.optimizer.found_inf
         s.scaler.update()
         s.optimizer.zero_grad(set_to_none=True)
         if s.ema is not None:
@@ -105,27 +115,41 @@ class Trainer:
         self.state.step += 1
         return lr
 
-    def _count_nonfinite(self, parts) -> None:
+    def _read_flags(self, flags: torch.Tensor | None) -> None:
+        """The agreed flags of a micro-batch queued earlier: count a non-finite loss, note a stop request."""
+        if flags is None:
+            return
+        nonfinite, stop = (bool(v > 0) for v in flags.tolist())
         st = self.state
-        if parts is not None:
+        st.stop_requested |= stop
+        if not nonfinite:
             st.nonfinite_run = 0
             return
         st.nonfinite_total += 1
         st.nonfinite_run += 1
-        log.warning("non-finite loss: micro-batch skipped (%d in a row, %d in total)", st.nonfinite_run,
-                    st.nonfinite_total)
+        log.warning("non-finite loss: its optimiser step skipped (%d micro-batches in a row, %d in total)",
+                    st.nonfinite_run, st.nonfinite_total)
         limit = self.setup.hyp.optim.max_nonfinite
         if st.nonfinite_run >= limit:
             raise NonFiniteLossError(f"the loss was non-finite for {limit} micro-batches in a row (epoch "
                                      f"{st.epoch}, step {st.step}): lower lr0 in the hyp file, check the labels, "
                                      f"or try --amp off")
 
+    def flush(self) -> None:
+        """Read the flags still pending (before a checkpoint, at the end of an epoch)."""
+        pending, self._pending = self._pending, None
+        self._read_flags(pending)
+
     def train_step(self, images, targets, micro_index: int, last_of_window: bool):
         """One micro-batch, and the optimiser step when it closes an accumulation window.
-        Returns (loss parts [box, obj, cls] on the device or None when skipped, lr of the step or None)."""
-        parts = self._micro_step(images, targets, micro_index, sync=last_of_window)
-        self._count_nonfinite(parts)
-        return parts, (self._optimizer_step() if last_of_window else None)
+        Returns (loss parts [box, obj, cls] on the device, zero when non-finite; lr of the step or None).
+        The flags of the micro-batch before are read once this one is queued, so the host never waits for the
+        step it has just queued (a GPU stays busy)."""
+        parts, flags = self._micro_step(images, targets, micro_index, sync=last_of_window)
+        lr = self._optimizer_step() if last_of_window else None
+        previous, self._pending = self._pending, flags
+        self._read_flags(previous)
+        return parts, lr
 
     # ---- one epoch -------------------------------------------------------------------------------------------
     def _set_train_mode(self) -> None:
@@ -148,6 +172,7 @@ class Trainer:
         partial = (st.epoch_partial or {}) if skip else {}
         sums = torch.tensor(partial.get("sums", [0.0, 0.0, 0.0]), device=s.ctx.device)
         counted, images_seen = int(partial.get("counted", 0)), int(partial.get("images", 0))
+        nonfinite_before = st.nonfinite_total
         lr = s.optimizer.param_groups[0]["lr"]
         bar = EpochProgress(s.progress and s.ctx.is_main, n_batches, epoch, s.opts.epochs, skip, s.ctx.device)
         start = time.perf_counter() - float(partial.get("seconds", 0.0))
@@ -156,18 +181,22 @@ class Trainer:
                 self.on_batch(epoch, i, images, targets, paths)
             last_of_window = (i + 1) % s.accumulate == 0 or i == n_batches - 1
             parts, step_lr = self.train_step(images, targets, epoch * n_batches + i, last_of_window)
-            if parts is not None:
-                sums += parts
-                counted += 1
+            sums += parts
+            counted += 1
             images_seen += len(images)
             if last_of_window:
                 lr = step_lr
                 st.batch_in_epoch = i + 1
                 if st.stop_requested:
-                    st.epoch_partial = {"sums": sums.tolist(), "counted": counted, "images": images_seen,
-                                        "seconds": time.perf_counter() - start}
+                    self.flush()
                     break
             bar.update(sums, counted, lr, images_seen * s.ctx.world_size, start)
+        self.flush()  # a stop seen only now keeps the finished epoch's sums for the resume (epoch_partial)
+        # a micro-batch whose loss was not finite added zeros: the means are over the finite ones
+        counted -= st.nonfinite_total - nonfinite_before
+        if st.stop_requested:
+            st.epoch_partial = {"sums": sums.tolist(), "counted": counted, "images": images_seen,
+                                "seconds": time.perf_counter() - start}
         bar.close()
         mean = dist.all_reduce_mean(sums / max(counted, 1)).cpu()
         return {"box": float(mean[0]), "obj": float(mean[1]), "cls": float(mean[2]), "lr": lr,

@@ -5,13 +5,16 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from detect.bench import train as bench_train
 from detect.engine import loss as loss_module
 
 ROOT = Path(__file__).resolve().parents[2]
 SPLIT = re.compile(r"^  split (?P<label>.+?): (?P<steps>\d+) steps, per step: wall (?P<wall>\S+) ms, "
-                   r"loader wait (?P<wait>\S+) ms, host (?P<host>\S+) ms \(assign targets (?P<assign>\S+) ms\), "
+                   r"loader wait (?P<wait>\S+) ms, host (?P<host>\S+) ms \(forward (?P<forward>\S+) ms, loss (?P<loss>\S+) ms, "
+                   r"assign targets (?P<assign>\S+) ms, backward (?P<backward>\S+) ms, "
+                   r"optimizer and EMA (?P<optimizer>\S+) ms\), "
                    r"device compute (?P<device>\S+), device idle (?P<idle>\S+), kernel launches (?P<kernels>\S+)$")
 
 
@@ -57,10 +60,10 @@ def test_one_included_column_per_loader(capsys, monkeypatch, cache_dir):
     assert not splits(lines)  # no --profile, no split
 
 
-def test_profile_splits_a_step_and_restores_the_assignment(capsys, monkeypatch, cache_dir):
-    original = loss_module.build_targets
+def test_profile_splits_a_step_and_restores_what_it_labelled(capsys, monkeypatch, cache_dir):
+    original, backward = loss_module.assign_padded, torch.autograd.backward
     lines = run_bench(capsys, monkeypatch, cache_dir, "--loaders", "decode", "--profile", "2")
-    assert loss_module.build_targets is original
+    assert loss_module.assign_padded is original and torch.autograd.backward is backward
     _, cells = table(lines)
     assert len(cells) == 8 and all(float(c) > 0 for c in cells[4:]), cells
     found = splits(lines)
@@ -69,6 +72,9 @@ def test_profile_splits_a_step_and_restores_the_assignment(capsys, monkeypatch, 
         wall, wait, host, assign = (float(s[k]) for k in ("wall", "wait", "host", "assign"))
         assert s["steps"] == "2" and wall > 0 and host > 0, (label, s)
         assert 0 < assign <= host and 0 <= wait and wait + host <= wall * 1.001, (label, s)
+        forward, loss, backward, optimizer = (float(s[k]) for k in ("forward", "loss", "backward", "optimizer"))
+        assert min(forward, loss, backward, optimizer) > 0 and assign <= loss, (label, s)
+        assert forward + loss + backward + optimizer <= host * 1.001, (label, s)  # parts of the host's time
         assert (s["device"], s["idle"], s["kernels"]) == ("-", "-", "-"), (label, s)  # the CPU has no kernels
 
 

@@ -106,9 +106,10 @@ def test_a_failed_evaluation_still_saves_the_trained_epoch(tmp_path):
     assert last["epoch"] == 1 and last["batch_in_epoch"] == 0  # epoch 1 trained: --resume goes on from there
 
 
-def test_a_non_finite_micro_batch_is_skipped_and_training_goes_on(tmp_path):
-    """A micro-batch whose loss is not finite gets no backward: its window applies the other micro-batch's
-    gradients, the count says so, and the next window trains as usual."""
+def test_a_non_finite_micro_batch_skips_its_window_on_the_device_and_training_goes_on(tmp_path):
+    """A micro-batch whose loss is not finite is found without the host waiting: its window's optimiser step is
+    skipped by the fused optimiser (found_inf, no tensor changes), the count says so one micro-batch later, its
+    parts are zeros, and the next window trains as usual."""
     ctx = dist.DistContext(0, 1, 0, torch.device("cpu"), None)
     trainer = build_trainer(tiny_options(tmp_path), ctx)
     setup = trainer.setup
@@ -123,10 +124,20 @@ def test_a_non_finite_micro_batch_is_skipped_and_training_goes_on(tmp_path):
     try:
         trainer._set_train_mode()
         batches = setup.train_loader.epoch(0)
-        results = [trainer.train_step(*next(batches)[:2], i, last_of_window=i % 2 == 1) for i in range(4)]
-        assert [parts is None for parts, _ in results] == [False, True, False, False]
+        before = [p.detach().clone() for p in setup.model.parameters()]
+        momentum = [setup.optimizer.state[p]["momentum_buffer"].clone() for p in setup.model.parameters()]
+        results = [trainer.train_step(*next(batches)[:2], 0, last_of_window=False)]
+        results.append(trainer.train_step(*next(batches)[:2], 1, last_of_window=True))
+        assert trainer.state.nonfinite_total == 0  # micro-batch 1's flags are read after the next one is queued
+        assert all(torch.equal(a, p) for a, p in zip(before, setup.model.parameters()))  # window skipped
+        assert all(torch.equal(m, setup.optimizer.state[p]["momentum_buffer"])
+                   for m, p in zip(momentum, setup.model.parameters()))
+        results += [trainer.train_step(*next(batches)[:2], i, last_of_window=i % 2 == 1) for i in (2, 3)]
+        trainer.flush()
+        assert [bool(parts.sum() == 0) for parts, _ in results] == [False, True, False, False]
         assert trainer.state.nonfinite_total == 1 and trainer.state.nonfinite_run == 0
         assert trainer.state.step == 2 and setup.ema.updates == 2
+        assert any(not torch.equal(a, p) for a, p in zip(before, setup.model.parameters()))  # window 2 trained
         assert all(torch.isfinite(p).all() for p in setup.model.parameters())
         assert all(torch.isfinite(v).all() for v in setup.ema.module.state_dict().values())
     finally:
