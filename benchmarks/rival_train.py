@@ -65,34 +65,19 @@ def yolo_layout(spec_path: str, folder: Path) -> tuple[Path, dict, list[dict], l
     """The dataset in ultralytics' layout under `folder`: (its data.yaml, the val COCO json, val images as
     {id, file}, the category id of each YOLO class index)."""
     from detect.data.loader import resolve_spec
+    from tests.support.coco_to_yolo import write_yolo_copy  # the one COCO -> YOLO folder writer of the clone
 
     spec = resolve_spec(spec_path)
-    sets = {}
     for split, images, labels in (("train", spec.train, spec.train_annotations),
                                   ("val", spec.val, spec.val_annotations)):
-        coco = json.loads(Path(labels).read_text())
-        categories = sorted(c["id"] for c in coco["categories"])
-        index = {c: i for i, c in enumerate(categories)}
-        (folder / "images" / split).mkdir(parents=True, exist_ok=True)
-        (folder / "labels" / split).mkdir(parents=True, exist_ok=True)
-        by_image = {}
-        for a in coco["annotations"]:
-            by_image.setdefault(a["image_id"], []).append(a)
-        for image in coco["images"]:
-            link = folder / "images" / split / image["file_name"]
-            if not link.exists():
-                link.symlink_to(Path(images) / image["file_name"])
-            w, h = image["width"], image["height"]
-            rows = [f"{index[a['category_id']]} {(a['bbox'][0] + a['bbox'][2] / 2) / w:.6f} "
-                    f"{(a['bbox'][1] + a['bbox'][3] / 2) / h:.6f} {a['bbox'][2] / w:.6f} {a['bbox'][3] / h:.6f}"
-                    for a in by_image.get(image["id"], [])]
-            (folder / "labels" / split / (Path(image["file_name"]).stem + ".txt")).write_text("\n".join(rows))
-        sets[split] = (coco, categories)
-    names = {i: c["name"] for i, c in enumerate(sorted(sets["train"][0]["categories"], key=lambda c: c["id"]))}
-    data = folder / "data.yaml"
-    data.write_text(f"path: {folder}\ntrain: images/train\nval: images/val\nnames: {json.dumps(names)}\n")
-    val_coco, categories = sets["val"]
-    images = [{"id": im["id"], "file": str(folder / "images" / "val" / im["file_name"])} for im in val_coco["images"]]
+        if not (folder / split).exists():
+            write_yolo_copy(Path(images), Path(labels), folder / split)
+    val_coco = json.loads(Path(spec.val_annotations).read_text())
+    categories = sorted(c["id"] for c in val_coco["categories"])
+    names = {i: c["name"] for i, c in enumerate(sorted(val_coco["categories"], key=lambda c: c["id"]))}
+    data = folder / "ultralytics.yaml"
+    data.write_text(f"path: {folder}\ntrain: train/images\nval: val/images\nnames: {json.dumps(names)}\n")
+    images = [{"id": im["id"], "file": str(folder / "val" / "images" / im["file_name"])} for im in val_coco["images"]]
     return data, val_coco, images, categories
 
 

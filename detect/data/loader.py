@@ -133,11 +133,15 @@ class TrainLoader:
 
 
 def attach_image_cache(source, dataset, img_size: int, kind: str, mode: str, cache_dir):
-    """The split's image cache (collective), built from the dataset's own decode_resized."""
-    from detect.data.records.image_cache import open_image_cache
+    """The split's image cache (collective), built from the dataset's own decode_resized; None where `mode`
+    resolves to no cache (off, or auto on a split too large for memory)."""
+    from detect.data.records.image_cache import open_image_cache, resolve_mode
 
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     label = f"{Path(str(source.spec.path or 'data')).name}-{source.split}"
+    mode = resolve_mode(mode, source.records, img_size, label)
+    if mode is None:
+        return None
     return open_image_cache(source.records, dataset.decode_resized, img_size, kind, mode, folder, label)
 
 
@@ -173,7 +177,8 @@ def build_train_loader(spec, img_size: int, batch_size: int, augment: AugmentCon
     if cache:
         kind = "train" if resize == "letterbox" else f"train-{resize}"
         dataset.image_cache = attach_image_cache(source, dataset, img_size, kind, cache, cache_dir)
-        dataset.buffer_images = 0  # every image is a memory read away: no per-worker copies
+        if dataset.image_cache is not None:
+            dataset.buffer_images = 0  # every image is a memory read away: no per-worker copies
     per_rank = -(-len(dataset) // world_size)
     if per_rank < batch_size:
         raise ValueError(f"{split} split has {len(dataset)} usable images: {per_rank} per rank with "

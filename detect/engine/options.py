@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from detect.darknet.load import check_img_size
+from detect.data.records.image_cache import CHOICES as IMAGE_CACHE_CHOICES
 from detect.engine.config import load_hyp
 from detect.engine.mlflow_logger import mlflow_available
 from detect.engine.optim import OPTIMIZERS, SCHEDULES
@@ -78,7 +79,7 @@ class TrainOptions:
     sampler: str = "uniform"  # uniform | repeat-factor (detect.data.sampling.samplers.RepeatFactorSampler)
     repeat_thresh: float = 0.1  # repeat-factor sampling: classes in fewer than this fraction of images repeat
     cache_dir: str | None = None
-    cache: str | None = None  # ram | disk: decoded images kept between epochs (detect.data.records.image_cache)
+    cache: str | None = "auto"  # auto | ram | disk | off: decoded images kept between epochs (image_cache)
     augment_on: str = "host"  # host | device: where a batch's pixels are augmented
     resize: str = "letterbox"  # letterbox | stretch: how images are fed (recorded in the .pt; inference follows)
     coco_backend: str = DEFAULT_BACKEND  # the COCOeval engine (detect.evaluation.cocoeval_engines)
@@ -181,9 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "images sqrt(T / f) times per epoch")
     p.add_argument("--cache-dir", default=None,
                    help="label cache / generated-data folder (default: $DETECT_CACHE, else ~/.cache/detect)")
-    p.add_argument("--cache", default=None, choices=("ram", "disk"),
+    p.add_argument("--cache", default=d.cache, choices=IMAGE_CACHE_CHOICES,
                    help="decode every image once and keep it resized: ram = shared memory, one copy per node; "
-                        "disk = beside the label cache (default: decode every epoch)")
+                        "disk = beside the label cache; off = decode every epoch; auto (default) = ram when a "
+                        "split's decoded images take at most a quarter of the free memory, else off")
     p.add_argument("--augment-on", default=d.augment_on, choices=AUGMENT_ON,
                    help="where training images are augmented: host = the loader workers (OpenCV); device = the "
                         "whole batch on the training device (the workers draw and send the source pixels; the same "

@@ -31,6 +31,11 @@ from detect.runtime import dist
 log = logging.getLogger(__name__)
 
 MODES = ("ram", "disk")
+CHOICES = ("auto", *MODES, "off")  # what --cache accepts; auto and off resolve to a mode or none (resolve_mode)
+# --cache auto (train.py's default): ram when the decoded split takes at most this share of MemAvailable. A small
+# dataset then is decoded once rather than every epoch, which frees a loader worker's core for the step (the main
+# job on 2 cores: 103 -> 97 s, the same figures; docs/benchmarks.md "Loader defaults"); COCO-sized sets stay off.
+AUTO_RAM_SHARE = 0.25
 IMAGE_CACHE_VERSION = 1
 SHARED_MEMORY = Path("/dev/shm")
 HEADROOM = 1.1  # the cache may use at most 1 / HEADROOM of what is free
@@ -151,6 +156,20 @@ def _load_index(data_path: Path) -> dict[str, np.ndarray] | None:
     if not data_path.is_file() or data_path.stat().st_size != int(index["offsets"][-1]):
         return None
     return index
+
+
+def resolve_mode(mode: str | None, records: Sequence, img_size: int, label: str) -> str | None:
+    """The cache a run uses: ram/disk as asked; None for off (or None); for auto, ram when the split's decoded size
+    fits AUTO_RAM_SHARE of free memory, else none. Rank 0 decides for every rank (the build is collective)."""
+    if mode not in (*CHOICES, None):
+        raise ValueError(f"--cache must be one of {', '.join(CHOICES)}, got {mode!r}")
+    if mode != "auto":
+        return None if mode in (None, "off") else mode
+    needed, free = estimate_bytes(records, img_size), free_bytes("ram", SHARED_MEMORY)
+    chosen = dist.broadcast_object("ram" if needed <= AUTO_RAM_SHARE * free else None)
+    log.info("image cache auto: %s (%s, %d images: %.2f GiB decoded, %.1f GiB of memory free)",
+             chosen or "off", label, len(records), needed / 2**30, free / 2**30)
+    return chosen
 
 
 def open_image_cache(records: Sequence, decode: Callable, img_size: int, kind: str, mode: str,

@@ -124,3 +124,23 @@ def test_ranks_of_a_node_share_one_ram_copy(spec, tmp_path):
     assert outputs[0][0] == outputs[1][0] and outputs[0][2] == outputs[1][2]
     assert [o[1] for o in outputs] == [True, True] and [o[3] for o in outputs] == [1, 0]  # rank 0 decoded
     assert list((tmp_path / "shm").iterdir()) == []  # built once by rank 0, mapped by both, then unlinked
+
+
+def test_auto_keeps_a_split_in_ram_only_when_it_fits_a_quarter_of_free_memory(spec, tmp_path, monkeypatch):
+    source = open_split(spec, "train", cache_dir=tmp_path / "cache")
+    needed = image_cache.estimate_bytes(source.records, 64)
+    monkeypatch.setattr(image_cache, "free_bytes", lambda mode, folder: 4 * needed)  # exactly a quarter
+    with log_lines("detect.data.records.image_cache") as lines:
+        assert image_cache.resolve_mode("auto", source.records, 64, "syn-train") == "ram"
+    assert any("image cache auto: ram (syn-train, 24 images" in m for m in lines), lines
+    monkeypatch.setattr(image_cache, "free_bytes", lambda mode, folder: 4 * needed - 1)
+    assert image_cache.resolve_mode("auto", source.records, 64, "syn-train") is None
+    assert image_cache.resolve_mode("off", source.records, 64, "x") is None
+    assert image_cache.resolve_mode(None, source.records, 64, "x") is None
+    assert image_cache.resolve_mode("disk", source.records, 64, "x") == "disk"
+    with pytest.raises(ValueError, match="--cache must be one of auto, ram, disk, off, got 'tmpfs'"):
+        image_cache.resolve_mode("tmpfs", source.records, 64, "x")
+    # a loader asked for auto on a split too large for memory reads the files as without a cache
+    loader = build_train_loader(source, 64, 4, AugmentConfig(), 0, 32, 0, 1, 0, cache_dir=tmp_path / "cache",
+                                cache="auto")
+    assert loader.dataset.image_cache is None and loader.dataset.buffer_images > 0
