@@ -61,10 +61,6 @@ class HeadTargets:
         """Rows (positives once compact); reading it does not touch the device."""
         return int(self.image.numel())
 
-    def to(self, device) -> HeadTargets:
-        """The same rows on `device` (asynchronous copies: the host does not wait for the GPU)."""
-        return HeadTargets(*(getattr(self, f).to(device, non_blocking=True) for f in self.__dataclass_fields__))
-
     def compact(self) -> HeadTargets:
         """Only the positive rows, in the same order (a data-dependent shape: for tools and tests, not the step)."""
         keep = self.valid.nonzero(as_tuple=True)[0]
