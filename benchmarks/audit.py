@@ -58,6 +58,7 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=10, help="kangaroo: each fold's fine-tune")
     p.add_argument("--nproc", type=int, default=2, help="kangaroo: train.py processes per fold")
     p.add_argument("--img-size", type=int, default=416)
+    p.add_argument("--augment", action="store_true", help="the audit's model run with test-time augmentation")
     p.add_argument("--out", default=None, help="folder for the corrupted sets and fold runs (default: temporary)")
     p.add_argument("--reuse", action="store_true", help="kangaroo: rescore a previous --out's detections")
     p.add_argument("--oracle", type=float, default=None, metavar="RECALL",
@@ -165,7 +166,7 @@ def main(argv=None) -> int:
     ctx = dist.init_distributed("cpu")
     data, splits = DATASETS[args.dataset]
     records, names = _source_records(data, splits)
-    options = InferenceOptions(img_size=args.img_size)
+    options = InferenceOptions(img_size=args.img_size, augment=args.augment)
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="audit-bench-"))
     start = time.perf_counter()
     per_seed, counts = [], []
