@@ -10,7 +10,8 @@ images val2017 holds), for kangaroo each fold's fine-tune (`--folds`, the fold m
 labels, as a user's would be). Rows: box-level AP of the ranked issues, recall at N, per-kind AP, image-level AP,
 for each scoring choice (detect.audit.scoring: calibration per class and size or not, likelihood ratios or plain
 products), and cleanlab's `get_label_quality_scores` on the same detections (image level only: it scores
-images). Means over the seeds, with each seed's figure. The coco-tiny detections do not depend on the labels and
+images), and the ceiling: the share of the errors the model gives away at all (the true object detected, the
+invented box seen empty; audit_inject.seen_share), the box AP a perfect ranking would reach. Means over the seeds, with each seed's figure. The coco-tiny detections do not depend on the labels and
 are computed once; each kangaroo seed trains its own fold models (about 3 x 2 minutes on 2 cores).
 """
 
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import ROOT, SHARED
-from benchmarks.audit_inject import KINDS, box_figures, image_ap, inject, write_yolo_split
+from benchmarks.audit_inject import KINDS, box_figures, image_ap, inject, seen_share, write_yolo_split
 from detect.audit.calibration import CalibrationSettings
 from detect.audit.detections import ModelRun, audit_images, detect_split
 from detect.audit.folds import FoldPlan, fold_detections
@@ -46,6 +47,7 @@ VARIANTS = {
     "products, raw confidence": ScoringSettings(CalibrationSettings(enabled=False), method="product",
                                                 min_score=0.05),
 }
+SEEN_CONF = (0.01, 0.25)  # the audit's own confidence floor, and a confident detection
 DATASETS = {"coco-tiny": ("data/coco-tiny.yaml", ("val",)), "kangaroo": ("data/kangaroo.yaml", ("train", "val"))}
 
 
@@ -59,6 +61,8 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--nproc", type=int, default=2, help="kangaroo: train.py processes per fold")
     p.add_argument("--img-size", type=int, default=416)
     p.add_argument("--augment", action="store_true", help="the audit's model run with test-time augmentation")
+    p.add_argument("--conf", type=float, default=None, help="the audit's detection floor (default: detect.audit's)")
+    p.add_argument("--max-det", type=int, default=None, help="detections kept an image (default: detect.audit's)")
     p.add_argument("--out", default=None, help="folder for the corrupted sets and fold runs (default: temporary)")
     p.add_argument("--reuse", action="store_true", help="kangaroo: rescore a previous --out's detections")
     p.add_argument("--oracle", type=float, default=None, metavar="RECALL",
@@ -94,6 +98,9 @@ def score_seed(images, errors, num_classes: int, img_size: int) -> dict:
         f["image_ap"] = image_ap(worst, errors, len(images))
         figures[name] = f
     figures["cleanlab get_label_quality_scores"] = {"image_ap": _cleanlab_image_ap(images, errors, num_classes)}
+    detections = [im.detections for im in images]
+    figures.update({f"the model gives the error away, conf >= {c}": {"seen": seen_share(errors, detections, c)}
+                    for c in SEEN_CONF})
     return figures
 
 
@@ -152,6 +159,10 @@ def report(per_seed: list[dict], errors_per_seed: list[int]) -> None:
           f" {'image AP':>9s}  (per seed)")
     for name in per_seed[0]:
         rows = [s[name] for s in per_seed]
+        if "seen" in rows[0]:  # what a perfect ranking could reach: the share of errors the detections show
+            seen = {k: np.mean([r["seen"].get(k, np.nan) for r in rows]) for k in ("all", *KINDS)}
+            print(f"{name:40s} {seen['all']:7.3f} {'':6s} " + " ".join(f"{seen[k]:8.3f}" for k in KINDS))
+            continue
         mean = {k: float(np.nanmean([r[k] for r in rows])) for k in rows[0] if k != "per_kind_ap"}
         kinds = " ".join(f"{np.nanmean([r['per_kind_ap'].get(k, np.nan) for r in rows]):8.3f}"
                          if "per_kind_ap" in rows[0] else f"{'':8s}" for k in KINDS)
@@ -166,7 +177,7 @@ def main(argv=None) -> int:
     ctx = dist.init_distributed("cpu")
     data, splits = DATASETS[args.dataset]
     records, names = _source_records(data, splits)
-    options = InferenceOptions(img_size=args.img_size, augment=args.augment)
+    options = InferenceOptions(img_size=args.img_size, augment=args.augment, conf=args.conf, max_det=args.max_det)
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="audit-bench-"))
     start = time.perf_counter()
     per_seed, counts = [], []

@@ -31,8 +31,9 @@ KINDS = ("missing", "box", "class", "spurious")
 class Injected:
     image: int
     kind: str
-    box: tuple[float, float, float, float]
+    box: tuple[float, float, float, float]  # the error's box: the removed, moved, relabelled or invented label
     cls: int
+    truth: tuple[tuple[float, float, float, float], int] | None = None  # the object as it is (none for spurious)
 
 
 @dataclass
@@ -89,18 +90,19 @@ def inject(records, num_classes: int, share: float, seed: int, kinds=KINDS) -> C
         while made < count:
             i, j = pool[next(take)]
             box = boxes[i][j]
+            truth = (tuple(box), int(classes[i][j]))
             if kind == "missing":
                 removed.setdefault(i, []).append(j)
-                errors.append(Injected(i, kind, tuple(box), int(classes[i][j])))
+                errors.append(Injected(i, kind, *truth, truth))
             elif kind == "box":
                 moved = _moved(box, rng, *wh[i])
                 if moved is None:
                     continue
+                errors.append(Injected(i, kind, tuple(moved), truth[1], truth))
                 boxes[i][j] = moved
-                errors.append(Injected(i, kind, tuple(moved), int(classes[i][j])))
             else:
                 classes[i][j] = (classes[i][j] + rng.integers(1, num_classes)) % num_classes
-                errors.append(Injected(i, kind, tuple(box), int(classes[i][j])))
+                errors.append(Injected(i, kind, tuple(box), int(classes[i][j]), truth))
             made += 1
     for i, rows in removed.items():
         keep = np.setdiff1d(np.arange(len(classes[i])), rows)
@@ -180,6 +182,26 @@ def box_figures(issues, errors: list[Injected]) -> dict:
             per_kind[kind] = average_precision(ranked_hits(mine, wanted), len(wanted))
     return {"box_ap": average_precision(hits, n), "recall_at_n": float(hits[:n].sum() / max(n, 1)),
             "per_kind_ap": per_kind}
+
+
+def seen_share(errors: list[Injected], detections: list[np.ndarray], min_conf: float) -> dict[str, float]:
+    """Per kind, the share of the errors the model gives itself away on at confidence >= `min_conf`: for a
+    removed, moved or relabelled box a detection of the object's true class at IoU >= 0.5 with its true box; for
+    an invented box no detection at IoU >= 0.1. A ranking can list only these first: their share over all kinds
+    bounds box-level AP (`all`). `detections[image]` is [k, 6] xyxy, score, class."""
+    seen = {kind: [] for kind in KINDS}
+    for error in errors:
+        det = detections[error.image]
+        det = det[det[:, 4] >= min_conf]
+        if error.truth is None:
+            seen[error.kind].append(box_iou(np.array([error.box]), det[:, :4]).max(initial=0) < 0.1)
+            continue
+        box, cls = error.truth
+        same = det[det[:, 5] == cls]
+        seen[error.kind].append(box_iou(np.array([box]), same[:, :4]).max(initial=0) >= 0.5)
+    shares = {kind: float(np.mean(v)) for kind, v in seen.items() if v}
+    shares["all"] = float(np.mean([x for v in seen.values() for x in v])) if errors else float("nan")
+    return shares
 
 
 def image_ap(scores: np.ndarray, errors: list[Injected], num_images: int) -> float:

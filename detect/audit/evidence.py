@@ -8,7 +8,8 @@ being right (detect.audit.calibration). Per label:
 - `shifted`, `shifted_det`: the best same-class probability at `window_low` <= IoU < 0.5, from a detection that
   confirms no other label of the class and overlaps no other more: the model sees the object, but elsewhere or
   of another extent;
-- `anything`: the best probability of any detection at IoU >= `window_low`: whether anything is seen there.
+- `anything`: the best probability of any detection at IoU >= `window_low`: whether anything is seen there;
+  `seen_conf` the same detections' best raw confidence (down to the detection floor, 0.001).
 A detection no label overlaps at IoU 0.5 (and no crowd region covers) is a candidate for a missing label; the
 chance that a nearby unconfirmed same-class label explains it instead (the label is misplaced, not absent) is
 `explained`.
@@ -63,6 +64,15 @@ class LabelEvidence:
     shifted: np.ndarray
     shifted_det: np.ndarray
     anything: np.ndarray
+    seen_conf: np.ndarray  # the best raw confidence of any detection at IoU >= window_low (0 when none)
+
+
+def nothing_seen(conf: np.ndarray) -> np.ndarray:
+    """The spurious statistic from the best raw confidence of anything at a label: 1 when nothing, falling by a
+    quarter per decade of confidence (0.001 -> 0.75, 0.01 -> 0.5, 0.1 -> 0.25, 1 -> 0). On a log scale because
+    the difference between a faint detection and none, which tells a real object the model barely sees from an
+    empty region, sits in the lowest confidences, where the calibrated probability is flat."""
+    return np.clip(-np.log10(np.maximum(np.asarray(conf, np.float64), 1e-4)) / 4.0, 0.0, 1.0)
 
 
 def _best(values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -91,7 +101,8 @@ def label_evidence(image: AuditImage, prob: np.ndarray, window_low: float = WIND
     other, other_det = _best(p, ~same & (iou >= MATCH_IOU))
     shifted, shifted_det = _best(p, same & (iou >= window_low) & (iou < MATCH_IOU) & ~elsewhere)
     anything, _ = _best(p, iou >= window_low)
-    return LabelEvidence(confirm, other, other_det, shifted, shifted_det, anything)
+    seen_conf, _ = _best(np.broadcast_to(det[None, :, 4], iou.shape), iou >= window_low)
+    return LabelEvidence(confirm, other, other_det, shifted, shifted_det, anything, seen_conf)
 
 
 def missing_candidates(image: AuditImage, prob: np.ndarray, confirm: np.ndarray,

@@ -2,7 +2,7 @@
 measured on the split itself by making each kind of error on its own labels.
 
 For each kind there is one statistic (detect.audit.scoring): box = shifted * (1 - confirm), class = other *
-(1 - confirm), spurious = 1 - anything, missing = p * (1 - explained) of an unlabelled detection. Its density
+(1 - confirm), spurious = nothing_seen(seen_conf), missing = p * (1 - explained) of an unlabelled detection. Its density
 among the split's labels as they are (almost all right) is the "right" density; its density over simulated
 errors is the "wrong" one: labels of the split moved by 25-75% of their size in a random direction (box),
 given a random other class (class), boxes of the split's sizes put where no label is (spurious), labels taken
@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 
 from detect.audit.calibration import PRIOR_WEIGHT, pool_adjacent_violators
-from detect.audit.evidence import MATCH_IOU, AuditImage, label_evidence, missing_candidates
+from detect.audit.evidence import MATCH_IOU, AuditImage, label_evidence, missing_candidates, nothing_seen
 from detect.ops.boxes_np import box_iou
 
 NUM_BINS = 20
@@ -123,7 +123,7 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
         empty = _empty_box(image, image.boxes[j, 2:] - image.boxes[j, :2], rng)
         if empty is not None and len(image.detections):
             overlap = box_iou(empty[None], image.detections[:, :4])[0] >= window_low
-            nothing.append(1.0 - (p[overlap].max() if overlap.any() else 0.0))
+            nothing.append(float(nothing_seen(image.detections[overlap, 4].max() if overlap.any() else 0.0)))
         elif empty is not None:
             nothing.append(1.0)
         keep = np.arange(len(image.classes)) != j

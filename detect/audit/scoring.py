@@ -1,12 +1,13 @@
 """Suspected label errors of a split, each with one score comparable across kinds: the chance it is an error.
 
 With `p` a detection's calibrated probability of being right (detect.audit.calibration) and a label's evidence
-(detect.audit.evidence: confirm, other, shifted, anything), each kind has one statistic:
+(detect.audit.evidence: confirm, other, shifted, anything, seen_conf), each kind has one statistic:
 - `missing`: a detection no label accounts for: p * (1 - explained) (an object is there, and no nearby misplaced
   label is it);
 - `box`: shifted * (1 - confirm): the model sees the label's class beside or around the box, and not at it;
 - `class`: other * (1 - confirm): the model sees the box as another class, and not as its own;
-- `spurious`: 1 - anything: the model sees nothing where the label is.
+- `spurious`: nothing_seen(seen_conf): the model sees nothing where the label is, read from the raw confidence
+  on a log scale (a faint detection is not nothing, though its calibrated chance is as low as none's).
 The score is Bayes' rule: prior odds times the likelihood ratio of the statistic, the ratio measured on the split
 by making each kind of error on its own labels (detect.audit.likelihood), the prior `PRIOR` of a label being
 wrong in each way (for `missing`, spread over the unlabelled detections: PRIOR * labels / candidates). So a score
@@ -28,6 +29,7 @@ from detect.audit.evidence import (
     detection_outcomes,
     label_evidence,
     missing_candidates,
+    nothing_seen,
     suppress_overlaps,
 )
 from detect.audit.likelihood import CellRatioCurves, RatioCurve, histogram, simulate
@@ -116,7 +118,7 @@ def _label_statistics(images: list[AuditImage], evidence: list) -> np.ndarray:
     if not images:
         return np.zeros((0, 3))
     return np.concatenate([np.stack([ev.shifted * (1 - ev.confirm), ev.other * (1 - ev.confirm),
-                                     1 - ev.anything], 1) for ev in evidence])
+                                     nothing_seen(ev.seen_conf)], 1) for ev in evidence])
 
 
 def posterior(ratio: np.ndarray, prior: float) -> np.ndarray:

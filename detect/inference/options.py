@@ -64,8 +64,9 @@ PREDICT = ToolDefaults(conf=None, iou=0.45, max_det=300, batch_size=1)
 API_DEFAULTS = replace(PREDICT, batch_size=16)
 # detect.val, the trainer's evaluation, the int8 check: the mAP protocol (every box down to 0.001, merge-NMS)
 EVALUATION = ToolDefaults(conf=0.001, iou=0.6, max_det=300, batch_size=32, multi_label=True, merge=True)
-# detect.audit: the evaluation's NMS; boxes below 0.01 or past COCO's 100 a image never decide whether a label is wrong
-AUDIT = ToolDefaults(conf=0.01, iou=0.6, max_det=100, batch_size=32, multi_label=True, merge=True)
+# detect.audit: the evaluation's protocol; the faint boxes tell a real object the model barely sees from an empty
+# region (a spurious label): a floor of 0.01 and 100 boxes an image ranked the errors worse (docs/benchmarks.md)
+AUDIT = EVALUATION
 
 
 def build_settings(handle: ModelHandle, options: InferenceOptions, defaults: ToolDefaults, device,

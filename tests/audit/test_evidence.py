@@ -2,7 +2,13 @@
 
 import numpy as np
 
-from detect.audit.evidence import AuditImage, label_evidence, missing_candidates, suppress_overlaps
+from detect.audit.evidence import (
+    AuditImage,
+    label_evidence,
+    missing_candidates,
+    nothing_seen,
+    suppress_overlaps,
+)
 
 
 def image(boxes, classes, detections, crowd=((0, 0, 0, 0),), crowd_classes=()):
@@ -22,6 +28,13 @@ def test_label_evidence_reads_each_detection_by_class_and_overlap():
     np.testing.assert_allclose(ev.other, [0, 0, 0.75])
     assert ev.other_det.tolist() == [-1, -1, 2] and ev.shifted_det.tolist() == [-1, 1, -1]
     np.testing.assert_allclose(ev.anything, [0.95, 0.85, 0.75])
+    np.testing.assert_allclose(ev.seen_conf, [0.9, 0.8, 0.7])  # the raw confidences, for the spurious statistic
+
+
+def test_nothing_seen_keeps_the_faint_detections_apart_from_none():
+    # a quarter per decade: a detection at 0.002 (a real object barely seen) is not the empty region's 1.0
+    np.testing.assert_allclose(nothing_seen(np.array([0.0, 1e-5, 0.001, 0.002, 0.01, 0.1, 1.0])),
+                               [1.0, 1.0, 0.75, 0.6747425, 0.5, 0.25, 0.0], atol=1e-6)
 
 
 def test_a_detection_over_a_group_is_the_nearest_labels_only():

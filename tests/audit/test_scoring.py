@@ -29,6 +29,30 @@ def test_each_kind_of_error_is_found_first_with_the_models_suggestion():
     assert all(i.score < 0.5 * min(t.score for t in top) for i in issues[4:])
 
 
+def test_the_spurious_score_follows_the_faintest_detections():
+    # beside the invented label, two real labels the model sees only faintly, at 0.002 and 0.03: one calibration
+    # bin (its chance the same for both), but a decade apart. The other images hold faint false detections, as a
+    # real model's do. The less the model sees under a label, the likelier it is spurious; nothing at all most.
+    images, errors = audit_scene()
+    index, invented, _ = errors["spurious"]
+    rng = np.random.default_rng(5)
+    for n, im in enumerate(images):
+        if n != index:
+            xy = rng.uniform(0, 560, (4, 2))
+            noise = np.concatenate([xy, xy + 60, rng.uniform(0.001, 0.04, (4, 1)), rng.integers(0, 3, (4, 1))], 1)
+            images[n] = dataclasses.replace(im, detections=np.concatenate([im.detections, noise]))
+    faint = np.array([[20.0, 10.0, 100.0, 130.0], [120.0, 10.0, 200.0, 130.0]])
+    im = images[index]
+    images[index] = dataclasses.replace(
+        im, boxes=np.concatenate([im.boxes, faint]), classes=np.concatenate([im.classes, [2, 2]]),
+        difficult=np.zeros(len(im.classes) + 2, bool),
+        detections=np.concatenate([im.detections, [[*(faint[0] + 3), 0.002, 2], [*(faint[1] + 3), 0.03, 2]]]))
+    scores = {tuple(i.box): i.score for i in find_issues(images, 3, 416, ScoringSettings(min_score=0.0))
+              if i.image == index and i.kind == "spurious"}
+    assert scores[tuple(invented)] > 0.5
+    assert scores[tuple(invented)] > scores[tuple(faint[0])] > 1.3 * scores[tuple(faint[1])]
+
+
 def test_scores_are_chances_and_the_list_is_sorted():
     images, _ = audit_scene()
     issues = find_issues(images, 3, 416, ScoringSettings(min_score=0.0))

@@ -11,6 +11,7 @@ from benchmarks.audit_inject import (
     box_figures,
     image_ap,
     inject,
+    seen_share,
     write_yolo_split,
 )
 from detect.data.loader import open_split
@@ -76,3 +77,24 @@ def test_the_corrupted_split_reads_back_as_written(tmp_path):
     for record, boxes, classes in zip(source.records, corrupted.boxes, corrupted.classes):
         np.testing.assert_allclose(record.boxes, boxes, atol=0.05)
         assert record.classes.tolist() == classes.tolist()
+
+
+def test_the_ceiling_counts_the_errors_the_detections_give_away():
+    records = _records(20)
+    corrupted = inject(records, 3, 0.1, seed=3)
+    for e in corrupted.errors:  # each error knows the object as it is
+        if e.kind == "spurious":
+            assert e.truth is None
+        else:
+            box, cls = e.truth
+            j = int(np.abs(records[e.image].boxes - np.array(box)).max(1).argmin())
+            assert np.allclose(records[e.image].boxes[j], box) and records[e.image].classes[j] == cls
+    # a model that sees every true object at 0.9 and nothing else gives every error away; below 0.95, none but
+    # the invented boxes (nothing is seen on them either way)
+    detections = [np.concatenate([r.boxes, np.full((len(r.classes), 1), 0.9), r.classes[:, None]], 1)
+                  for r in records]
+    assert seen_share(corrupted.errors, detections, 0.01) == {k: 1.0 for k in ("missing", "box", "class",
+                                                                                "spurious", "all")}
+    shares = seen_share(corrupted.errors, detections, 0.95)
+    assert shares["missing"] == shares["box"] == shares["class"] == 0.0 and shares["spurious"] == 1.0
+    assert shares["all"] == 0.25
