@@ -11,8 +11,9 @@ labels, as a user's would be). Rows: box-level AP of the ranked issues, recall a
 for each scoring choice (detect.audit.scoring: calibration per class and size or not, likelihood ratios or plain
 products), and cleanlab's `get_label_quality_scores` on the same detections (image level only: it scores
 images), and the ceiling: the share of the errors the model gives away at all (the true object detected, the
-invented box seen empty; audit_inject.seen_share), the box AP a perfect ranking would reach. Means over the seeds, with each seed's figure. The coco-tiny detections do not depend on the labels and
-are computed once; each kangaroo seed trains its own fold models (about 3 x 2 minutes on 2 cores).
+invented box seen empty; audit_inject.seen_share), the box AP a perfect ranking would reach. Means over the
+seeds, with each seed's figure. The coco-tiny detections do not depend on the labels and are computed once;
+each kangaroo seed trains its own fold models (about 3 x 2 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ VARIANTS = {
     "products, raw confidence": ScoringSettings(CalibrationSettings(enabled=False), method="product",
                                                 min_score=0.05),
 }
-SEEN_CONF = (0.01, 0.25)  # the audit's own confidence floor, and a confident detection
+SEEN_CONF = (0.01, 0.25)  # any detection worth a look, and a confident one
 DATASETS = {"coco-tiny": ("data/coco-tiny.yaml", ("val",)), "kangaroo": ("data/kangaroo.yaml", ("train", "val"))}
 
 

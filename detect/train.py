@@ -44,6 +44,9 @@ def run(opts: TrainOptions, ctx: dist.DistContext) -> TrainState:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         trainer.setup.train_loader.close()
+        close_evaluation = getattr(trainer.setup.evaluate_fn, "close", None)  # a test's plain callable has none
+        if close_evaluation is not None:
+            close_evaluation()
     if state.stop_requested:
         note = (f"stopped ({state.stop_reason}) in epoch {state.epoch + 1} of {opts.epochs}, after "
                 f"{state.batch_in_epoch} of its batches: {last} holds the run; continue it with --resume {last}")

@@ -2,9 +2,9 @@
 measured on the split itself by making each kind of error on its own labels.
 
 For each kind there is one statistic (detect.audit.scoring): box = shifted * (1 - confirm), class = other *
-(1 - confirm), spurious = nothing_seen(seen_conf), missing = p * (1 - explained) of an unlabelled detection. Its density
-among the split's labels as they are (almost all right) is the "right" density; its density over simulated
-errors is the "wrong" one: labels of the split moved by 25-75% of their size in a random direction (box),
+(1 - confirm), spurious = nothing_seen(seen_conf), missing = p * (1 - explained) of an unlabelled detection. Its
+density among the split's labels as they are (almost all right) is the "right" density; its density over
+simulated errors is the "wrong" one: labels of the split moved by 25-75% of their size in a random direction (box),
 given a random other class (class), boxes of the split's sizes put where no label is (spurious), labels taken
 away (missing: the statistic of the detection that then has no label). Their ratio, per bin of 0.05 and made
 non-decreasing in the statistic, is the likelihood ratio the score's Bayes rule takes. The spurious ratio is

@@ -158,7 +158,8 @@ def _label_issues(image: AuditImage, ev, scores: np.ndarray, settings: ScoringSe
         kind = ("box", "class", "spurious")[int(scores[j].argmax())]
         suggestion = {"box": ev.shifted_det[j], "class": ev.other_det[j]}.get(kind, -1)
         figures = {"confirm": round(float(ev.confirm[j]), 4), "other_class": round(float(ev.other[j]), 4),
-                   "shifted": round(float(ev.shifted[j]), 4), "anything": round(float(ev.anything[j]), 4)}
+                   "shifted": round(float(ev.shifted[j]), 4), "anything": round(float(ev.anything[j]), 4),
+                   "seen_confidence": round(float(ev.seen_conf[j]), 4)}
         issues.append(Issue(image.index, kind, int(image.classes[j]), _box(image.boxes[j]),
                             round(float(scores[j].max()), 4), int(j),
                             int(det[suggestion, 5]) if suggestion >= 0 else None,

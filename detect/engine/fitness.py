@@ -47,4 +47,22 @@ def make_evaluator(val_source, img_size: int, batch_size: int, workers: int, str
             on_result(result)
         return fitness, {"map50": result.map50, "map": result.map}
 
-    return run
+    return EpochEvaluation(run, loader)
+
+
+class EpochEvaluation:
+    """`make_evaluator`'s callable, with `close()` to stop its loader's workers when training ends. They persist
+    between epochs and ignore SIGTERM (detect.data.datasets.worker_init); left to the garbage collector, a worker
+    still alive at interpreter exit makes multiprocessing's exit handler wait on it forever (seen after torchrun
+    restarted a group)."""
+
+    def __init__(self, run, loader):
+        self._run, self.loader = run, loader
+
+    def __call__(self, model):
+        return self._run(model)
+
+    def close(self) -> None:
+        from detect.evaluation.model_eval import close_loader
+
+        close_loader(self.loader)
