@@ -86,6 +86,17 @@ def loader_kwargs(workers: int) -> dict:
             "persistent_workers": workers > 0, "prefetch_factor": PREFETCH_FACTOR if workers > 0 else None}
 
 
+def close_loader(loader) -> None:
+    """Stop the loader's worker processes now, whatever ends the run. The eval loaders keep their workers between
+    passes (persistent_workers) and they ignore SIGTERM (datasets.worker_init): after an error the
+    traceback still held them, and multiprocessing's exit handler, which terminates and then joins them, waited
+    forever. DataLoader has no public close; its persistent iterator's `_shutdown_workers` is what `del` runs."""
+    iterator = getattr(loader, "_iterator", None)
+    if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+        iterator._shutdown_workers()
+        loader._iterator = None
+
+
 class TrainLoader:
     """One process's training batches as an uninterrupted stream over epochs.
 

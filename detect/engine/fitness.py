@@ -63,6 +63,6 @@ class EpochEvaluation:
         return self._run(model)
 
     def close(self) -> None:
-        from detect.evaluation.model_eval import close_loader
+        from detect.data.loader import close_loader
 
         close_loader(self.loader)

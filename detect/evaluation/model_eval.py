@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from detect.data.augmentation.augment import PAD_VALUE
 from detect.data.datasets import UnreadableImages
-from detect.data.loader import attach_image_cache, build_eval_loader, loader_kwargs
+from detect.data.loader import attach_image_cache, build_eval_loader, close_loader, loader_kwargs
 from detect.data.records.images import load_image
 from detect.evaluation.evaluator import (
     CocoEvaluator,
@@ -127,14 +127,3 @@ def whole_image_loader(source, steps: list[list[int]], feed: Feed) -> DataLoader
     # the eval loader's worker options (data.loader): OpenCV's threads off before the fork, workers kept for
     # close_loader; one step an item, passed on as it is
     return DataLoader(dataset, batch_size=None, collate_fn=_as_is, **loader_kwargs(feed.workers))
-
-
-def close_loader(loader) -> None:
-    """Stop the loader's worker processes now, whatever ends the run. The eval loaders keep their workers between
-    passes (persistent_workers) and they ignore SIGTERM (detect.data.datasets.worker_init): after an error the
-    traceback still held them, and multiprocessing's exit handler, which terminates and then joins them, waited
-    forever. DataLoader has no public close; its persistent iterator's `_shutdown_workers` is what `del` runs."""
-    iterator = getattr(loader, "_iterator", None)
-    if iterator is not None and hasattr(iterator, "_shutdown_workers"):
-        iterator._shutdown_workers()
-        loader._iterator = None
