@@ -97,7 +97,7 @@ def find_issues(images: list[AuditImage], num_classes: int, img_size: int,
         evidence.append(label_evidence(image, probs[-1], settings.window_low))
         rows, explained = missing_candidates(image, probs[-1], evidence[-1].confirm, settings.window_low)
         candidates.append((rows, explained, probs[-1][rows] * (1.0 - explained)))
-    stats = _label_statistics(images, evidence)
+    stats = _kind_statistics(images, evidence)
     if settings.method == "likelihood":
         label_scores, missing_score = _likelihood_scores(images, probs, stats, candidates, num_classes, img_size,
                                                          settings)
@@ -113,7 +113,7 @@ def find_issues(images: list[AuditImage], num_classes: int, img_size: int,
     return issues
 
 
-def _label_statistics(images: list[AuditImage], evidence: list) -> np.ndarray:
+def _kind_statistics(images: list[AuditImage], evidence: list) -> np.ndarray:
     """[m, 3] per label of the split: the box, class and spurious statistics (the module docstring)."""
     if not images:
         return np.zeros((0, 3))
