@@ -55,16 +55,25 @@ class RatioCurve:
 
 
 class CellRatioCurves:
-    """A RatioCurve per cell, each cell's right density shrunk toward the split's (PRIOR_WEIGHT labels)."""
+    """A RatioCurve per (class, size) cell, as the confidence calibration groups: each cell's right density shrunk
+    toward its size's, the size's toward the split's (PRIOR_WEIGHT labels each), so a rare class borrows its
+    size's figure rather than the split's, where small objects and large ones are mixed."""
 
-    def __init__(self, wrong: np.ndarray, right: np.ndarray, cells: np.ndarray, num_cells: int):
-        counts = np.zeros((num_cells, NUM_BINS))
-        np.add.at(counts, (cells, np.clip((right * NUM_BINS).astype(np.int64), 0, NUM_BINS - 1)), 1.0)
-        overall = counts.sum(0) / max(counts.sum(), 1.0)
-        shrunk = (counts + PRIOR_WEIGHT * overall) / (counts.sum(1, keepdims=True) + PRIOR_WEIGHT)
-        self.curves = [RatioCurve(wrong, shrunk[c] * 1000.0) for c in range(num_cells)]
+    def __init__(self, wrong: np.ndarray, right: np.ndarray, classes: np.ndarray, sizes: np.ndarray,
+                 num_classes: int, num_sizes: int):
+        self.num_sizes = num_sizes
+        counts = np.zeros((num_classes, num_sizes, NUM_BINS))
+        np.add.at(counts, (classes, sizes, np.clip((right * NUM_BINS).astype(np.int64), 0, NUM_BINS - 1)), 1.0)
+        overall = counts.sum((0, 1)) / max(counts.sum(), 1.0)
+        by_size = counts.sum(0)
+        by_size = (by_size + PRIOR_WEIGHT * overall) / (by_size.sum(1, keepdims=True) + PRIOR_WEIGHT)
+        # with one class (or classes not told apart) the cell is its size
+        shrunk = by_size[None] if num_classes == 1 else \
+            (counts + PRIOR_WEIGHT * by_size) / (counts.sum(2, keepdims=True) + PRIOR_WEIGHT)
+        self.curves = [RatioCurve(wrong, density * 1000.0) for density in shrunk.reshape(-1, NUM_BINS)]
 
-    def __call__(self, values: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    def __call__(self, values: np.ndarray, classes: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        cells = classes * self.num_sizes + sizes
         out = np.zeros(len(values))
         for c in np.unique(cells):
             where = cells == c

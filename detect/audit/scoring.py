@@ -136,13 +136,14 @@ def _likelihood_scores(images, probs, stats: np.ndarray, candidates, num_classes
     per_class, per_size = settings.calibration.per_class, settings.calibration.per_size
     classes = np.concatenate([im.classes for im in images]) if images else np.zeros(0, np.int64)
     sizes = np.concatenate([_sizes(im.boxes, im, img_size) for im in images]) if images else np.zeros(0, np.int64)
-    cells = (classes if per_class else 0) * (NUM_SIZES if per_size else 1) + (sizes if per_size else 0)
-    num_cells = (num_classes if per_class else 1) * (NUM_SIZES if per_size else 1)
-    spurious = CellRatioCurves(simulated.nothing, stats[counted, 2], cells[counted], num_cells)
+    cell_classes = classes if per_class else np.zeros_like(classes)
+    cell_sizes = sizes if per_size else np.zeros_like(sizes)
+    spurious = CellRatioCurves(simulated.nothing, stats[counted, 2], cell_classes[counted], cell_sizes[counted],
+                               num_classes if per_class else 1, NUM_SIZES if per_size else 1)
     ratios = np.stack([RatioCurve(simulated.box, right[0])(stats[:, 0]),
                        RatioCurve(simulated.wrong_class, right[1])(stats[:, 1]) if num_classes > 1
                        else np.zeros(len(stats)),
-                       spurious(stats[:, 2], cells)], 1)
+                       spurious(stats[:, 2], cell_classes, cell_sizes)], 1)
     ratios[:, :2] = np.where(stats[:, :2] > 0, ratios[:, :2], 0.0)  # no detection there: no evidence at all
     found = np.concatenate([c[2] for c in candidates]) if candidates else np.zeros(0)
     missing_curve = RatioCurve(simulated.missing, histogram(found))

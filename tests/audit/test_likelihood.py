@@ -1,0 +1,49 @@
+"""The spurious statistic's likelihood ratios per (class, size) cell."""
+
+import numpy as np
+
+from detect.audit.likelihood import CellRatioCurves
+
+WRONG = np.ones(500)  # simulated invented boxes: nothing seen at all
+
+
+def _right(small_nothing: int, large_nothing: int, per_size: int = 400):
+    """A split of two common classes: of `per_size` small and `per_size` large labels each, this many see
+    nothing (statistic 1); the others are seen (statistic 0)."""
+    stats, classes, sizes = [], [], []
+    for cls in (0, 1):
+        for size, nothing in ((0, small_nothing), (2, large_nothing)):
+            stats += [1.0] * nothing + [0.0] * (per_size - nothing)
+            classes += [cls] * per_size
+            sizes += [size] * per_size
+    return np.array(stats), np.array(classes), np.array(sizes)
+
+
+def test_a_rare_class_borrows_its_sizes_figure_not_the_splits():
+    # small objects are often not seen when right (a third of them), large ones almost always are
+    stats, classes, sizes = _right(small_nothing=130, large_nothing=4)
+    # class 2 has two labels, both small and unseen: too few to say anything of its own
+    stats, classes, sizes = (np.concatenate([stats, [1.0, 1.0]]), np.concatenate([classes, [2, 2]]),
+                             np.concatenate([sizes, [0, 0]]))
+    curves = CellRatioCurves(WRONG, stats, classes, sizes, num_classes=3, num_sizes=3)
+    one = np.ones(1)
+    rare_small = curves(one, np.array([2]), np.array([0]))[0]
+    common_small = curves(one, np.array([0]), np.array([0]))[0]
+    common_large = curves(one, np.array([0]), np.array([2]))[0]
+    rare_large = curves(one, np.array([2]), np.array([2]))[0]
+    # a small unseen label is weak evidence whatever its class; a large unseen one strong
+    assert common_large > 10 * common_small
+    assert rare_small < 2 * common_small
+    assert rare_large > 5 * rare_small
+    assert rare_large > 0.5 * common_large
+
+
+def test_one_class_is_told_apart_by_size_only():
+    stats, classes, sizes = _right(small_nothing=130, large_nothing=4)
+    keep = classes == 0
+    one_class = CellRatioCurves(WRONG, stats[keep], classes[keep], sizes[keep], num_classes=1, num_sizes=3)
+    values = np.array([1.0, 1.0, 0.5])
+    cells = np.array([0, 2, 2])
+    got = one_class(values, np.zeros(3, np.int64), cells)
+    assert got[1] > 10 * got[0]
+    assert got[2] <= got[1]
