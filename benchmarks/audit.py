@@ -2,6 +2,7 @@
 
     python -m benchmarks audit --dataset coco-tiny --seeds 5     # the official yolov3-tiny, COCO val2017 images
     python -m benchmarks audit --dataset kangaroo --seeds 2      # fold models (--folds 3, 10-epoch fine-tunes)
+    python -m benchmarks audit --dataset kangaroo --seeds 2 --second-opinion   # and COCO yolov3-tiny's view
 
 Errors are injected into a real split (benchmarks.audit_inject: removed, moved, relabelled, invented boxes, each
 --share of the boxes, seeded) and written as a YOLO dataset; the audit runs on it with a model that never trained
@@ -34,6 +35,7 @@ from detect.audit.calibration import CalibrationSettings
 from detect.audit.detections import ModelRun, audit_images, detect_split
 from detect.audit.folds import FoldPlan, fold_detections
 from detect.audit.scoring import ScoringSettings, find_issues
+from detect.audit.second_opinion import opinion_detections
 from detect.data.loader import open_split
 from detect.inference.options import InferenceOptions
 from detect.runtime import dist
@@ -64,6 +66,9 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--augment", action="store_true", help="the audit's model run with test-time augmentation")
     p.add_argument("--conf", type=float, default=None, help="the audit's detection floor (default: detect.audit's)")
     p.add_argument("--max-det", type=int, default=None, help="detections kept an image (default: detect.audit's)")
+    p.add_argument("--second-opinion", action="store_true",
+                   help="kangaroo: also score with the official COCO yolov3-tiny as the audit's --second-opinion (the "
+                        "weights the fold models start from); a row gives the default without it")
     p.add_argument("--out", default=None, help="folder for the corrupted sets and fold runs (default: temporary)")
     p.add_argument("--reuse", action="store_true", help="kangaroo: rescore a previous --out's detections")
     p.add_argument("--oracle", type=float, default=None, metavar="RECALL",
@@ -88,21 +93,42 @@ def _cleanlab_image_ap(images, errors, num_classes: int) -> float:
     return image_ap(1.0 - quality, errors, len(images))
 
 
-def score_seed(images, errors, num_classes: int, img_size: int) -> dict:
+def score_seed(images, errors, num_classes: int, img_size: int, opinions: list | None = None) -> dict:
+    """Each scoring variant's figures; with `opinions` (the second model's detections per image), the variants
+    score the images with that second opinion, and one more row the default without it."""
     figures = {}
+    if opinions is not None:
+        f = box_figures(find_issues(images, num_classes, img_size), errors)
+        figures["default, no second opinion"] = f | {"image_ap": _image_ap(find_issues(images, num_classes,
+                                                                                         img_size), errors, images)}
+        images = [dataclasses.replace(im, opinion=opinions[im.index]) for im in images]
     for name, settings in VARIANTS.items():
         issues = find_issues(images, num_classes, img_size, settings)
-        f = box_figures(issues, errors)
-        worst = np.zeros(len(images))
-        for issue in issues:
-            worst[issue.image] = max(worst[issue.image], issue.score)
-        f["image_ap"] = image_ap(worst, errors, len(images))
-        figures[name] = f
+        figures[name] = box_figures(issues, errors) | {"image_ap": _image_ap(issues, errors, images)}
     figures["cleanlab get_label_quality_scores"] = {"image_ap": _cleanlab_image_ap(images, errors, num_classes)}
     detections = [im.detections for im in images]
     figures.update({f"the model gives the error away, conf >= {c}": {"seen": seen_share(errors, detections, c)}
                     for c in SEEN_CONF})
     return figures
+
+
+def _image_ap(issues, errors, images) -> float:
+    """Image-level AP of images ranked by their worst issue."""
+    worst = np.zeros(len(images))
+    for issue in issues:
+        worst[issue.image] = max(worst[issue.image], issue.score)
+    return image_ap(worst, errors, len(images))
+
+
+def second_opinions(data: str, splits, options, ctx) -> list:
+    """The official COCO yolov3-tiny's detections on each image of `splits` (in _source_records' order)."""
+    out = []
+    for split in splits:
+        source = open_split(str(ROOT / data), split)
+        found, _ = opinion_detections(source, str(SHARED / "weights" / "yolov3-tiny.weights"),
+                                      str(SHARED / "darknet-cfg" / "yolov3-tiny.cfg"), options, ctx, workers=2)
+        out += [found[i] for i in range(len(source.records))]
+    return out
 
 
 def oracle_detections(images, recall: float, num_classes: int, seed: int = 0) -> list:
@@ -198,9 +224,10 @@ def main(argv=None) -> int:
                                        found.img_size))
             counts.append(len(corrupted.errors))
     else:
+        opinions = second_opinions(data, splits, options, ctx) if args.second_opinion else None
         for seed in range(args.seeds):
             images, errors, img_size = kangaroo_seed(args, records, names, seed, out, ctx, options)
-            per_seed.append(score_seed(images, errors, len(names), img_size))
+            per_seed.append(score_seed(images, errors, len(names), img_size, opinions))
             counts.append(len(errors))
     print(f"{args.dataset}: {len(records)} images, {sum(len(r.classes) for r in records)} boxes, share {args.share} "
           f"per kind, {args.seeds} seed(s), {time.perf_counter() - start:.0f} s; folders in {out}")

@@ -24,6 +24,7 @@ import detect.runtime.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY be
 from detect.audit.detections import ModelRun, audit_images, detect_split, refuse_unlabelled
 from detect.audit.report import issue_rows, summary, write_issues
 from detect.audit.scoring import ScoringSettings, find_issues
+from detect.audit.second_opinion import opinion_detections, with_opinions
 from detect.audit.sheet import draw_issue_image, draw_sheet
 from detect.inference.cli_flags import (
     add_inference_flags,
@@ -68,6 +69,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "audit each fold with the model that did not see it (cost: about K-1 trainings)")
     p.add_argument("--nproc-per-node", type=int, default=1,
                    help="with --folds: train.py processes per fold run (torchrun when more than 1)")
+    p.add_argument("--second-opinion", default=None, metavar="WEIGHTS",
+                   help="a second model of any classes (e.g. the COCO weights a fine-tune started from): an "
+                        "unlabelled detection it sees as something the class's labelled objects never look like (a "
+                        "horse, where the labelled kangaroos look like dogs and sheep to it) is no missing label")
+    p.add_argument("--second-cfg", default=None, help="the --second-opinion model's Darknet .cfg (for .weights)")
     p.add_argument("--cache-dir", default=None, help="label cache folder (default: $DETECT_CACHE, else ~/.cache/detect)")
     add_workers_flag(p, "data loader workers")
     add_run_folder_flags(p, "runs/audit")
@@ -79,6 +85,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"flags after `--` ({' '.join(train_args)}) are train.py's for --folds; give --folds K")
     if args.folds is not None and args.folds < 2:
         p.error(f"--folds {args.folds}: at least 2 (each fold is audited by a model trained on the others)")
+    if args.second_cfg and not args.second_opinion:
+        p.error("--second-cfg is the --second-opinion model's cfg; give --second-opinion WEIGHTS too")
     if not 0 <= args.min_score <= 1:
         p.error(f"--min-score {args.min_score}: a chance, in [0, 1]")
     args.train_args = train_args
@@ -111,10 +119,12 @@ def run(args) -> list[dict] | None:
             refuse_unlabelled(source, args.data, args.split)
             plan = FoldPlan(args.folds, fold_train_args(args), args.nproc_per_node)
             detections, map50s, img_size = fold_detections(source, plan, run_dir / "folds", model_run, ctx)
+            opinions = second_opinion(args, source, model_run, ctx)
             images = audit_images(source, detections, key=lambda index, record: index)
             log.info("fold models' mAP@0.5 on their held-out folds: %s", ", ".join(f"{m:.3f}" for m in map50s))
         else:
             found = detect_split(model_run, ctx)
+            opinions = second_opinion(args, found.source, model_run, ctx)
             if not ctx.is_main:
                 return None
             source, img_size = found.source, found.img_size
@@ -123,10 +133,21 @@ def run(args) -> list[dict] | None:
             if args.split == "train":
                 print(TRAINED_ON_IT)
             images = audit_images(source, found.detections)
+        if opinions is not None:
+            images = with_opinions(images, opinions)
         issues = find_issues(images, len(source.names), img_size, ScoringSettings(min_score=args.min_score))
         return write_outputs(issues, source, run_dir, args)
     finally:
         dist.destroy()
+
+
+def second_opinion(args, source, model_run: ModelRun, ctx) -> dict | None:
+    """Collective: the --second-opinion model's detections per record index (rank 0), or None without one."""
+    if not args.second_opinion:
+        return None
+    found, _ = opinion_detections(source, args.second_opinion, args.second_cfg, model_run.options, ctx,
+                                  model_run.workers, model_run.cache_dir)
+    return found if found is not None else {}
 
 
 def write_outputs(issues, source, run_dir: Path, args) -> list[dict]:

@@ -41,6 +41,7 @@ class AuditImage:
     crowd_classes: np.ndarray  # int [c]
     detections: np.ndarray  # float [n, 6]
     longer_side: int  # the image's longer side in pixels (for the size as the network sees it)
+    opinion: np.ndarray | None = None  # float [k, 6]: a second model's detections, its own classes (--second-opinion)
 
     def truth(self) -> ImageTruth:
         """Labels and crowd regions as COCOeval matches them (crowd and difficult boxes ignored)."""

@@ -13,7 +13,9 @@ by making each kind of error on its own labels (detect.audit.likelihood), the pr
 wrong in each way (for `missing`, spread over the unlabelled detections: PRIOR * labels / candidates). So a score
 is a chance, the same for every kind: 0.6 is a likelier error than 0.4, whatever their kinds. `method="product"`
 takes the statistics themselves as the scores (the benchmark's baseline). Each label gives its most likely kind;
-unlabelled objects found twice (a multi-label model) give one issue.
+unlabelled objects found twice (a multi-label model) give one issue. With a second model's view of the boxes
+(detect.audit.second_opinion), a missing candidate's ratio is also multiplied by how much likelier that view is
+for the class's labelled objects than for its unlabelled detections.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from detect.audit.evidence import (
     suppress_overlaps,
 )
 from detect.audit.likelihood import CellRatioCurves, RatioCurve, histogram, simulate
+from detect.audit.second_opinion import appearance_factors
 
 KINDS = ("missing", "box", "class", "spurious")
 PRIOR = 0.05  # the share of labels assumed wrong in each way before the model is asked: a few percent
@@ -98,16 +101,17 @@ def find_issues(images: list[AuditImage], num_classes: int, img_size: int,
         rows, explained = missing_candidates(image, probs[-1], evidence[-1].confirm, settings.window_low)
         candidates.append((rows, explained, probs[-1][rows] * (1.0 - explained)))
     stats = _kind_statistics(images, evidence)
+    appearance = appearance_factors(images, candidates, num_classes)
     if settings.method == "likelihood":
         label_scores, missing_score = _likelihood_scores(images, probs, stats, candidates, num_classes, img_size,
                                                          settings)
     else:
-        label_scores, missing_score = stats, (lambda found: found)
+        label_scores, missing_score = stats, (lambda found, factor: found)
     issues: list[Issue] = []
     start = 0
-    for image, p, ev, (rows, explained, found) in zip(images, probs, evidence, candidates):
+    for image, p, ev, (rows, explained, found), factor in zip(images, probs, evidence, candidates, appearance):
         issues += _label_issues(image, ev, label_scores[start:start + len(image.classes)], settings)
-        issues += _missing_issues(image, p, rows, explained, missing_score(found), settings)
+        issues += _missing_issues(image, p, rows, explained, factor, missing_score(found, factor), settings)
         start += len(image.classes)
     issues.sort(key=lambda issue: (-issue.score, issue.image, issue.kind))
     return issues
@@ -149,7 +153,8 @@ def _likelihood_scores(images, probs, stats: np.ndarray, candidates, num_classes
     missing_curve = RatioCurve(simulated.missing, histogram(found))
     # the expected missing objects (PRIOR of the labels) spread over the detections that could be one
     missing_prior = min(0.5, settings.prior * max(int(counted.sum()), 1) / max(len(found), 1))
-    return posterior(ratios, settings.prior), lambda values: posterior(missing_curve(values), missing_prior)
+    return posterior(ratios, settings.prior), \
+        lambda values, factor: posterior(missing_curve(values) * factor, missing_prior)
 
 
 def _label_issues(image: AuditImage, ev, scores: np.ndarray, settings: ScoringSettings) -> list[Issue]:
@@ -169,15 +174,17 @@ def _label_issues(image: AuditImage, ev, scores: np.ndarray, settings: ScoringSe
 
 
 def _missing_issues(image: AuditImage, p: np.ndarray, rows: np.ndarray, explained: np.ndarray,
-                    scores: np.ndarray, settings: ScoringSettings) -> list[Issue]:
+                    appearance: np.ndarray, scores: np.ndarray, settings: ScoringSettings) -> list[Issue]:
     wanted = scores >= settings.min_score
-    rows, scores, explained = rows[wanted], scores[wanted], explained[wanted]
+    rows, scores, explained, appearance = rows[wanted], scores[wanted], explained[wanted], appearance[wanted]
     det = image.detections
     issues = []
     for k in suppress_overlaps(det[rows, :4], scores):
         row = det[rows[k]]
+        figures = {"confidence": round(float(row[4]), 4), "probability": round(float(p[rows[k]]), 4),
+                   "explained": round(float(explained[k]), 4)}
+        if image.opinion is not None:  # how much likelier the second model's view is for the class's objects
+            figures["appearance"] = round(float(appearance[k]), 4)
         issues.append(Issue(image.index, "missing", int(row[5]), _box(row), round(float(scores[k]), 4), None,
-                            int(row[5]), _box(row), {"confidence": round(float(row[4]), 4),
-                                                     "probability": round(float(p[rows[k]]), 4),
-                                                     "explained": round(float(explained[k]), 4)}))
+                            int(row[5]), _box(row), figures))
     return issues

@@ -97,11 +97,21 @@ def test_an_audit_of_a_random_model_still_writes_its_files(tmp_path):
     assert all(r["label_file"].endswith("val.json") for r in rows)
 
 
+def test_a_second_opinion_of_other_classes_is_read_into_the_missing_issues(tmp_path):
+    (tmp_path / "second").mkdir()
+    second = write_tiny_checkpoint(tmp_path / "second", names=["cat", "dog", "bird", "fish"])
+    assert _audit_tiny(tmp_path, None, False, "--min-score", "0", "--second-opinion", str(second))[0] == 0
+    listed = json.loads((tmp_path / "runs" / "exp" / "issues.json").read_text())
+    missing = [issue for issue in listed if issue["kind"] == "missing"]
+    assert missing and all(issue["evidence"]["appearance"] > 0 for issue in missing)
+
+
 @pytest.mark.parametrize("argv, words", [
     (["--data", "d.yaml"], "--weights is required"),
     (["--data", "d.yaml", "--weights", "w.pt", "--", "--epochs", "3"], "give --folds K"),
     (["--data", "d.yaml", "--folds", "1"], "at least 2"),
     (["--data", "d.yaml", "--weights", "w.pt", "--min-score", "2"], "in [0, 1]"),
+    (["--data", "d.yaml", "--weights", "w.pt", "--second-cfg", "c.cfg"], "give --second-opinion"),
 ])
 def test_flag_mistakes_are_refused_by_the_parser(argv, words, capsys):
     with pytest.raises(SystemExit) as stopped:
