@@ -32,10 +32,9 @@ import numpy as np
 from benchmarks import ROOT, SHARED
 from benchmarks.audit_inject import KINDS, box_figures, image_ap, inject, seen_share, write_yolo_split
 from detect.audit.calibration import CalibrationSettings
-from detect.audit.detections import ModelRun, audit_images, detect_split
+from detect.audit.detections import ModelRun, audit_images, detect_split, opinion_detections
 from detect.audit.folds import FoldPlan, fold_detections
 from detect.audit.scoring import ScoringSettings, find_issues
-from detect.audit.second_opinion import opinion_detections
 from detect.data.loader import open_split
 from detect.inference.options import InferenceOptions
 from detect.runtime import dist

@@ -4,6 +4,8 @@
     python -m detect.audit --weights yolov3-tiny.weights --cfg yolov3-tiny.cfg --data data/coco.yaml
     python -m detect.audit --data data/mine.yaml --split train --folds 4 -- --weights yolov3-tiny.weights \\
         --cfg cfg/yolov3-tiny.cfg --epochs 10                                      # each image by a model that never saw it
+    python -m detect.audit --weights best.pt --data data/mine.yaml --second-opinion yolov3-tiny.weights \\
+        --second-cfg cfg/yolov3-tiny.cfg                                           # and a general model's view of each box
 
 Runs the model over the split as detect.val does, compares its detections with the labels, and writes to
 runs/audit/<name>: issues.csv (one row per suspected error, most likely first: missing, box, class, spurious,
@@ -21,10 +23,16 @@ import sys
 from pathlib import Path
 
 import detect.runtime.cpu_threads  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads)
-from detect.audit.detections import ModelRun, audit_images, detect_split, refuse_unlabelled
+from detect.audit.detections import (
+    ModelRun,
+    audit_images,
+    detect_split,
+    opinion_detections,
+    refuse_unlabelled,
+)
 from detect.audit.report import issue_rows, summary, write_issues
 from detect.audit.scoring import ScoringSettings, find_issues
-from detect.audit.second_opinion import opinion_detections, with_opinions
+from detect.audit.second_opinion import with_opinions
 from detect.audit.sheet import draw_issue_image, draw_sheet
 from detect.inference.cli_flags import (
     add_inference_flags,
@@ -70,9 +78,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--nproc-per-node", type=int, default=1,
                    help="with --folds: train.py processes per fold run (torchrun when more than 1)")
     p.add_argument("--second-opinion", default=None, metavar="WEIGHTS",
-                   help="a second model of any classes (e.g. the COCO weights a fine-tune started from): an "
-                        "unlabelled detection it sees as something the class's labelled objects never look like (a "
-                        "horse, where the labelled kangaroos look like dogs and sheep to it) is no missing label")
+                   help="a second model of any classes (e.g. the COCO weights a fine-tune started from) whose view "
+                        "of each box is compared with its view of the class's labels: a detection it sees as a "
+                        "horse, where the labelled kangaroos look like dogs and sheep to it, is no missing label. "
+                        "With --folds: the fold runs' starting --weights when their classes are not the dataset's; "
+                        "'none' leaves it out")
     p.add_argument("--second-cfg", default=None, help="the --second-opinion model's Darknet .cfg (for .weights)")
     p.add_argument("--cache-dir", default=None, help="label cache folder (default: $DETECT_CACHE, else ~/.cache/detect)")
     add_workers_flag(p, "data loader workers")
@@ -141,13 +151,38 @@ def run(args) -> list[dict] | None:
         dist.destroy()
 
 
+def starting_weights(train_args) -> tuple[str | None, str | None]:
+    """(--weights, --cfg) among train.py's flags: where the fold runs start from."""
+    found: dict[str, str | None] = {"--weights": None, "--cfg": None}
+    for i, arg in enumerate(train_args):
+        flag, _, value = arg.partition("=")
+        if flag in found:
+            found[flag] = value or (train_args[i + 1] if i + 1 < len(train_args) else None)
+    return found["--weights"], found["--cfg"]
+
+
 def second_opinion(args, source, model_run: ModelRun, ctx) -> dict | None:
-    """Collective: the --second-opinion model's detections per record index (rank 0), or None without one."""
-    if not args.second_opinion:
+    """Collective: the second model's detections per record index (rank 0), or None without one. With --folds
+    and no --second-opinion, the weights the fold runs start from, when their classes are not the dataset's (a
+    general model, such as COCO's)."""
+    weights, cfg = args.second_opinion, args.second_cfg
+    chosen = weights is not None
+    if not chosen and args.folds:
+        weights, cfg = starting_weights(fold_train_args(args))
+    if not weights or weights == "none":
         return None
-    found, _ = opinion_detections(source, args.second_opinion, args.second_cfg, model_run.options, ctx,
-                                  model_run.workers, model_run.cache_dir)
-    return found if found is not None else {}
+    try:
+        found, _ = opinion_detections(source, weights, cfg, model_run.options, ctx, model_run.workers,
+                                      model_run.cache_dir, other_classes_only=not chosen)
+    except (ValueError, OSError) as error:
+        if chosen:
+            raise
+        log.warning("no second opinion from the fold runs' starting weights %s: %s", weights, error)
+        return None
+    if not chosen and found is not None:
+        log.info("second opinion: %s, where the fold runs start from (--second-opinion none to leave it out)",
+                 weights)
+    return found
 
 
 def write_outputs(issues, source, run_dir: Path, args) -> list[dict]:

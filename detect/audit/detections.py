@@ -1,5 +1,6 @@
 """The model run over a split as detect.val runs it (the one inference path: detect.evaluation.model_eval with
-the Predictor's NMS), its detections kept per image, and the split's images as the audit reads them.
+the Predictor's NMS), its detections kept per image, and the split's images as the audit reads them; a second
+model's pass over the same images (--second-opinion: detect.audit.second_opinion reads it).
 
 The checks detect.val makes come first and fail in one line: a split that is missing or holds no label, weights
 whose classes are not the dataset's (compared by name: detect.evaluation.class_order).
@@ -14,10 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from detect.audit.evidence import AuditImage
+from detect.data.loader import close_loader
 from detect.evaluation.class_order import DatasetClassModel
 from detect.evaluation.cocoeval_engines import DEFAULT_BACKEND
 from detect.evaluation.evaluator import CocoEvaluator, EvalResult
-from detect.evaluation.model_eval import Feed, evaluate_model
+from detect.evaluation.model_eval import Feed, evaluate_model, rank_steps, whole_image_loader
 from detect.inference.loading import class_names
 from detect.inference.options import AUDIT, InferenceOptions, build_settings, load_model
 from detect.inference.predictor import Predictor
@@ -113,3 +115,33 @@ def audit_images(source, detections: dict[int, np.ndarray], key=None) -> list[Au
                                  np.asarray(record.classes, np.int64), np.asarray(record.difficult, bool), crowd,
                                  crowd_classes, det[det[:, 5] >= 0], max(record.width, record.height)))
     return images
+
+
+def opinion_detections(source, weights: str, cfg: str | None, options, ctx, workers: int = 0,
+                       cache_dir=None, other_classes_only: bool = False) -> tuple[dict[int, np.ndarray] | None,
+                                                                                list[str]]:
+    """Collective: (record index -> the second model's detections [k, 6] in its own classes, on rank 0 (None
+    elsewhere); its class names). The split's images through detect.predict's path, whole batches to the ranks.
+    `other_classes_only`: (None, names) without a pass when the model's classes are the dataset's (it may be a
+    model trained on these labels, which learnt their errors)."""
+    handle = load_model(weights, cfg, options, ctx.device, cache_dir=cache_dir)
+    if other_classes_only and list(class_names(handle)) == list(source.names):
+        log.info("no second opinion: %s predicts the dataset's own classes (--second-opinion W to choose one)",
+                 weights)
+        return None, list(source.names)
+    predictor = Predictor(handle.runner, build_settings(handle, options, AUDIT, ctx.device), ctx.device)
+    steps = rank_steps(source.records, predictor.settings.batch_size, ctx.rank, ctx.world_size)
+    index = {record.image_id: i for i, record in enumerate(source.records)}
+    loader = whole_image_loader(source, steps, Feed("second opinion", predictor.settings.batch_size, workers,
+                                                    ctx.rank, ctx.world_size, cache_dir))
+    found: dict[int, np.ndarray] = {}
+    try:
+        for step in loader:
+            for (image_id, _), rows in zip(step, predictor([image for _, image in step])):
+                found[index[image_id]] = rows.detach().cpu().numpy().astype(np.float64)
+    finally:
+        close_loader(loader)
+    parts = dist.gather_object_to_main(found)
+    names = list(class_names(handle))
+    log.info("second opinion: %s (%d classes) over %d images", weights, len(names), len(source.records))
+    return ({k: v for part in parts for k, v in part.items()} if parts is not None else None), names

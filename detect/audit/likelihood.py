@@ -109,6 +109,11 @@ class SimulatedErrors:
     wrong_class: np.ndarray
     nothing: np.ndarray
     missing: np.ndarray
+    # where they were made, for a second model's view of them (detect.audit.second_opinion): (image, box) of the
+    # moved and the invented labels, (image, label) of the relabelled ones
+    moved: list = dataclasses.field(default_factory=list)
+    invented: list = dataclasses.field(default_factory=list)
+    relabelled: list = dataclasses.field(default_factory=list)
 
 
 def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int, window_low: float,
@@ -118,18 +123,23 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
     where = [(n, j) for n, im in enumerate(images) for j in np.flatnonzero(~im.difficult)]
     picked = [where[i] for i in rng.permutation(len(where))[:SIMULATED]]
     box, wrong_class, nothing, missing = [], [], [], []
+    places: dict[str, list] = {"moved": [], "invented": [], "relabelled": []}
     for n, j in picked:
         image, p = images[n], probs[n]
         moved = image.boxes.copy()
         moved[j] = _moved_box(moved[j], rng, image.longer_side, image.longer_side)
         ev = label_evidence(dataclasses.replace(image, boxes=moved), p, window_low)
         box.append(ev.shifted[j] * (1 - ev.confirm[j]))
+        places["moved"].append((n, moved[j]))
         if num_classes > 1:
             relabelled = image.classes.copy()
             relabelled[j] = (relabelled[j] + rng.integers(1, num_classes)) % num_classes
             ev = label_evidence(dataclasses.replace(image, classes=relabelled), p, window_low)
             wrong_class.append(ev.other[j] * (1 - ev.confirm[j]))
+            places["relabelled"].append((n, j))
         empty = _empty_box(image, image.boxes[j, 2:] - image.boxes[j, :2], rng)
+        if empty is not None:
+            places["invented"].append((n, empty))
         if empty is not None and len(image.detections):
             overlap = box_iou(empty[None], image.detections[:, :4])[0] >= window_low
             nothing.append(float(nothing_seen(image.detections[overlap, 4].max() if overlap.any() else 0.0)))
@@ -146,4 +156,4 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
             if on_it.any():
                 found = float((p[rows] * (1 - explained))[on_it].max())
         missing.append(found)
-    return SimulatedErrors(*(np.asarray(v, float) for v in (box, wrong_class, nothing, missing)))
+    return SimulatedErrors(*(np.asarray(v, float) for v in (box, wrong_class, nothing, missing)), **places)

@@ -14,8 +14,8 @@ wrong in each way (for `missing`, spread over the unlabelled detections: PRIOR *
 is a chance, the same for every kind: 0.6 is a likelier error than 0.4, whatever their kinds. `method="product"`
 takes the statistics themselves as the scores (the benchmark's baseline). Each label gives its most likely kind;
 unlabelled objects found twice (a multi-label model) give one issue. With a second model's view of the boxes
-(detect.audit.second_opinion), a missing candidate's ratio is also multiplied by how much likelier that view is
-for the class's labelled objects than for its unlabelled detections.
+(detect.audit.second_opinion), each ratio is also multiplied by how much likelier the box's view is under the
+error than under a right label.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from detect.audit.evidence import (
     suppress_overlaps,
 )
 from detect.audit.likelihood import CellRatioCurves, RatioCurve, histogram, simulate
-from detect.audit.second_opinion import appearance_factors
+from detect.audit.second_opinion import appearance_factors, label_view_factors
 
 KINDS = ("missing", "box", "class", "spurious")
 PRIOR = 0.05  # the share of labels assumed wrong in each way before the model is asked: a few percent
@@ -149,6 +149,7 @@ def _likelihood_scores(images, probs, stats: np.ndarray, candidates, num_classes
                        else np.zeros(len(stats)),
                        spurious(stats[:, 2], cell_classes, cell_sizes)], 1)
     ratios[:, :2] = np.where(stats[:, :2] > 0, ratios[:, :2], 0.0)  # no detection there: no evidence at all
+    ratios *= label_view_factors(images, simulated, num_classes)  # ones without a second opinion
     found = np.concatenate([c[2] for c in candidates]) if candidates else np.zeros(0)
     missing_curve = RatioCurve(simulated.missing, histogram(found))
     # the expected missing objects (PRIOR of the labels) spread over the detections that could be one

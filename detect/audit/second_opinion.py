@@ -1,38 +1,30 @@
-"""A second model's view of what a box shows (`--second-opinion`): is an unlabelled detection the kind of thing
-the class's labelled objects are?
+"""A second model's view of what a box shows (`--second-opinion`): does a box look like the class's labelled
+objects to a model that was not trained on this dataset?
 
 A model fine-tuned on one class finds that class in everything that resembles it a little: kangaroo fold models
-call horses, people and cars kangaroos at 0.8-0.95, and those detections outrank the kangaroos nobody boxed.
-A general model (e.g. the COCO weights the fine-tune started from) tells them apart: it calls the labelled
-kangaroos dog, sheep, cow, bird or nothing, and those horses horse, those people person. So the second model
-runs over the split once, and each box gets its view: the second model's best class at IoU >= 0.5 (confidence
->= OPINION_CONF), or none. Per class of the dataset, the views of its labels (the split's, almost all right)
-are compared with the views of its unlabelled detections (weighted by each one's calibrated chance, so the
-confident ones count): their ratio is how much likelier the view is for a real object of the class than for
-what the model finds unlabelled. It multiplies a missing candidate's likelihood ratio. Each class's figures are
-shrunk toward all classes' together (PRIOR_WEIGHT labels), so a class with few labels borrows from the others.
-The second model's classes need not be the dataset's: only which of its views go with which of our classes is
-learnt, from the labels.
+call horses, people and cars kangaroos at 0.8-0.95, and those detections outrank the kangaroos nobody boxed;
+and where it misses a kangaroo, its right label looks invented. A general model (e.g. the COCO weights the
+fine-tune started from) tells them apart: it calls the labelled kangaroos dog, sheep, cow, bird or nothing, and
+those horses horse, those people person. So the second model runs over the split once, and each box gets its
+view: the second model's most confident class at IoU >= 0.5 (confidence >= OPINION_CONF), or none. Its classes
+need not be ours: which views go with which of our classes is learnt from the split's labels (almost all right),
+per class, shrunk toward all classes' (PRIOR_WEIGHT labels). A view's ratio multiplies each kind's likelihood:
+- missing: the views of the class's labels against those of its unlabelled detections (weighted by their
+  statistic, so that the confident ones count);
+- box, class, spurious: the views of the errors made on the split by detect.audit.likelihood.simulate (moved
+  boxes: mostly none; relabelled labels: their objects', of other classes; invented boxes: what the second model
+  sees on empty regions) against the views of the class's labels.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 import numpy as np
 
 from detect.audit.calibration import PRIOR_WEIGHT
 from detect.audit.evidence import MATCH_IOU
-from detect.data.loader import close_loader
-from detect.evaluation.model_eval import Feed, rank_steps, whole_image_loader
-from detect.inference.loading import class_names
-from detect.inference.options import AUDIT, build_settings, load_model
-from detect.inference.predictor import Predictor
 from detect.ops.boxes_np import box_iou
-from detect.runtime import dist
-
-log = logging.getLogger("detect.audit")
 
 OPINION_CONF = 0.05  # the second model's detections below this are no view of the box
 
@@ -70,35 +62,51 @@ class AppearanceRatio:
         return self.table[classes, views_]
 
 
-def opinion_detections(source, weights: str, cfg: str | None, options, ctx, workers: int = 0,
-                       cache_dir=None) -> tuple[dict[int, np.ndarray] | None, list[str]]:
-    """Collective: (record index -> the second model's detections [k, 6] in its own classes, on rank 0 (None
-    elsewhere); its class names). The split's images through detect.predict's path, whole batches to the ranks."""
-    handle = load_model(weights, cfg, options, ctx.device, cache_dir=cache_dir)
-    predictor = Predictor(handle.runner, build_settings(handle, options, AUDIT, ctx.device), ctx.device)
-    steps = rank_steps(source.records, predictor.settings.batch_size, ctx.rank, ctx.world_size)
-    index = {record.image_id: i for i, record in enumerate(source.records)}
-    loader = whole_image_loader(source, steps, Feed("second opinion", predictor.settings.batch_size, workers,
-                                                    ctx.rank, ctx.world_size, cache_dir))
-    found: dict[int, np.ndarray] = {}
-    try:
-        for step in loader:
-            for (image_id, _), rows in zip(step, predictor([image for _, image in step])):
-                found[index[image_id]] = rows.detach().cpu().numpy().astype(np.float64)
-    finally:
-        close_loader(loader)
-    parts = dist.gather_object_to_main(found)
-    names = list(class_names(handle))
-    log.info("second opinion: %s (%d classes) over %d images", weights, len(names), len(source.records))
-    return ({k: v for part in parts for k, v in part.items()} if parts is not None else None), names
+def _has_opinions(images: list) -> bool:
+    return bool(images) and all(image.opinion is not None for image in images)
+
+
+def _num_views(images: list) -> int:
+    """The second model's classes seen on the split, and none."""
+    return int(max((image.opinion[:, 5].max() for image in images if len(image.opinion)), default=-1)) + 2
+
+
+def _pooled(view_list: list[int], num_views: int) -> np.ndarray:
+    return (np.bincount(np.asarray(view_list, np.int64), minlength=num_views) + 0.5) / \
+        (len(view_list) + 0.5 * num_views)
+
+
+def label_view_factors(images: list, simulated, num_classes: int) -> np.ndarray:
+    """[m, 3] per label of the split: how much likelier its view is when the label is a box, class or spurious
+    error than when it is right. Right: the views of the class's labels (shrunk toward all classes'). Wrong: the
+    views of the errors made on the split (detect.audit.likelihood.simulate): the moved boxes' (mostly none: a box
+    moved off its object covers none of it at IoU 0.5), the relabelled labels' (their objects', of other classes)
+    and the invented boxes' (what the second model sees on empty regions). Ones without a second opinion."""
+    total = sum(len(image.classes) for image in images)
+    if not _has_opinions(images):
+        return np.ones((total, 3))
+    num_views = _num_views(images)
+    per_image = [views(image.boxes, image.opinion, num_views) for image in images]
+    label_views = np.concatenate(per_image)
+    classes = np.concatenate([image.classes for image in images])
+    counted = ~np.concatenate([image.difficult for image in images])
+    counts = np.zeros((num_classes, num_views))
+    np.add.at(counts, (classes[counted], label_views[counted]), 1.0)
+    right = _shares(counts)[classes, label_views]
+    wrong = [_pooled([int(views(box[None], images[n].opinion, num_views)[0]) for n, box in simulated.moved],
+                     num_views),
+             _pooled([int(per_image[n][j]) for n, j in simulated.relabelled], num_views),
+             _pooled([int(views(box[None], images[n].opinion, num_views)[0]) for n, box in simulated.invented],
+                     num_views)]
+    return np.stack([w[label_views] / right for w in wrong], 1)
 
 
 def appearance_factors(images: list, candidates: list, num_classes: int) -> list[np.ndarray]:
     """Per image, the AppearanceRatio of each missing candidate (`candidates[i]` = (detection rows, explained,
     statistic)); ones where the images carry no second opinion."""
-    if not images or any(image.opinion is None for image in images):
+    if not _has_opinions(images):
         return [np.ones(len(rows)) for rows, _, _ in candidates]
-    num_views = int(max((image.opinion[:, 5].max() for image in images if len(image.opinion)), default=-1)) + 2
+    num_views = _num_views(images)
     label_views = [views(im.boxes[~im.difficult], im.opinion, num_views) for im in images]
     found_views = [views(im.detections[rows, :4], im.opinion, num_views) for im, (rows, _, _) in
                    zip(images, candidates)]

@@ -106,6 +106,34 @@ def test_a_second_opinion_of_other_classes_is_read_into_the_missing_issues(tmp_p
     assert missing and all(issue["evidence"]["appearance"] > 0 for issue in missing)
 
 
+def test_folds_take_their_starting_weights_as_second_opinion_only_when_of_other_classes(tmp_path):
+    from detect.audit.cli import parse_args, second_opinion, starting_weights
+    from detect.audit.detections import ModelRun
+    from detect.data.loader import open_split
+    from detect.inference.options import InferenceOptions
+    from detect.runtime import dist
+
+    assert starting_weights(["--epochs", "3", "--weights=w.weights", "--cfg", "c.cfg"]) == ("w.weights", "c.cfg")
+    spec = write_coco_dataset(tmp_path / "d")
+    source = open_split(str(spec), "val", tmp_path / "cache")
+    (tmp_path / "coco").mkdir()
+    general = write_tiny_checkpoint(tmp_path / "coco", names=["cat", "dog", "bird", "fish"])
+    own = write_tiny_checkpoint(tmp_path)  # the dataset's classes: maybe trained on these very labels
+    run = ModelRun("", None, str(spec), "val", InferenceOptions(img_size=64), 0, tmp_path / "cache")
+    ctx = dist.init_distributed("cpu")
+
+    def opinion(*argv):
+        return second_opinion(parse_args(["--data", str(spec), *argv]), source, run, ctx)
+
+    found = opinion("--folds", "2", "--", "--weights", str(general), "--epochs", "1")
+    assert sorted(found) == list(range(len(source.records)))
+    assert opinion("--folds", "2", "--", "--weights", str(own)) is None
+    assert opinion("--folds", "2", "--second-opinion", "none", "--", "--weights", str(general)) is None
+    assert opinion("--folds", "2", "--", "--epochs", "1") is None
+    assert opinion("--weights", str(own)) is None  # without --folds, only when asked
+    assert sorted(opinion("--weights", str(own), "--second-opinion", str(own))) == sorted(found)
+
+
 @pytest.mark.parametrize("argv, words", [
     (["--data", "d.yaml"], "--weights is required"),
     (["--data", "d.yaml", "--weights", "w.pt", "--", "--epochs", "3"], "give --folds K"),
