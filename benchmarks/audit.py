@@ -2,13 +2,13 @@
 
     python -m benchmarks audit --dataset coco-tiny --seeds 5     # the official yolov3-tiny, COCO val2017 images
     python -m benchmarks audit --dataset kangaroo --seeds 2      # fold models (--folds 3, 10-epoch fine-tunes)
-    python -m benchmarks audit --dataset kangaroo --seeds 2 --second-opinion   # and COCO yolov3-tiny's view
 
 Errors are injected into a real split (benchmarks.audit_inject: removed, moved, relabelled, invented boxes, each
 --share of the boxes, seeded) and written as a YOLO dataset; the audit runs on it with a model that never trained
 on its images: for coco-tiny the official yolov3-tiny (trained on COCO 2014 trainval minus the 5k minival, whose
 images val2017 holds), for kangaroo each fold's fine-tune (`--folds`, the fold models trained on the corrupted
-labels, as a user's would be). Rows: box-level AP of the ranked issues, recall at N, per-kind AP, image-level AP,
+labels, as a user's would be), with the second opinion `detect.audit --folds` takes by default (the COCO weights
+the folds start from; a row gives the default without it). Rows: box-level AP of the ranked issues, recall at N, per-kind AP, image-level AP,
 for each scoring choice (detect.audit.scoring: calibration per class and size or not, likelihood ratios or plain
 products), and cleanlab's `get_label_quality_scores` on the same detections (image level only: it scores
 images), and the ceiling: the share of the errors the model gives away at all (the true object detected, the
@@ -65,9 +65,10 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--augment", action="store_true", help="the audit's model run with test-time augmentation")
     p.add_argument("--conf", type=float, default=None, help="the audit's detection floor (default: detect.audit's)")
     p.add_argument("--max-det", type=int, default=None, help="detections kept an image (default: detect.audit's)")
-    p.add_argument("--second-opinion", action="store_true",
-                   help="kangaroo: also score with the official COCO yolov3-tiny as the audit's --second-opinion (the "
-                        "weights the fold models start from); a row gives the default without it")
+    p.add_argument("--no-second-opinion", action="store_true",
+                   help="kangaroo: leave out the second opinion detect.audit --folds takes by default (the official "
+                        "COCO yolov3-tiny the fold models start from); without this flag a row gives the default "
+                        "without it")
     p.add_argument("--out", default=None, help="folder for the corrupted sets and fold runs (default: temporary)")
     p.add_argument("--reuse", action="store_true", help="kangaroo: rescore a previous --out's detections")
     p.add_argument("--oracle", type=float, default=None, metavar="RECALL",
@@ -223,7 +224,7 @@ def main(argv=None) -> int:
                                        found.img_size))
             counts.append(len(corrupted.errors))
     else:
-        opinions = second_opinions(data, splits, options, ctx) if args.second_opinion else None
+        opinions = None if args.no_second_opinion else second_opinions(data, splits, options, ctx)
         for seed in range(args.seeds):
             images, errors, img_size = kangaroo_seed(args, records, names, seed, out, ctx, options)
             per_seed.append(score_seed(images, errors, len(names), img_size, opinions))
