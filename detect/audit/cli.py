@@ -5,7 +5,7 @@
     python -m detect.audit --data data/mine.yaml --split train --folds 4 -- --weights yolov3-tiny.weights \\
         --cfg cfg/yolov3-tiny.cfg --epochs 10                                      # each image by a model that never saw it
     python -m detect.audit --weights best.pt --data data/mine.yaml --second-opinion yolov3-tiny.weights \\
-        --second-cfg cfg/yolov3-tiny.cfg                                           # and a general model's view of each box
+        --second-cfg cfg/yolov3-tiny.cfg                                           # a general model's view of each box
 
 Runs the model over the split as detect.val does, compares its detections with the labels, and writes to
 runs/audit/<name>: issues.csv (one row per suspected error, most likely first: missing, box, class, spurious,
@@ -97,6 +97,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"--folds {args.folds}: at least 2 (each fold is audited by a model trained on the others)")
     if args.second_cfg and not args.second_opinion:
         p.error("--second-cfg is the --second-opinion model's cfg; give --second-opinion WEIGHTS too")
+    if (args.second_opinion not in (None, "none") and not args.second_cfg
+            and Path(args.second_opinion).suffix.lower() not in (".pt", ".onnx")):
+        p.error(f"--second-cfg is required: {args.second_opinion} is read as Darknet weights, which hold no cfg; "
+                f"pass the cfg they were trained with (a .pt or .onnx needs none)")
     if not 0 <= args.min_score <= 1:
         p.error(f"--min-score {args.min_score}: a chance, in [0, 1]")
     args.train_args = train_args

@@ -140,6 +140,7 @@ def test_folds_take_their_starting_weights_as_second_opinion_only_when_of_other_
     (["--data", "d.yaml", "--folds", "1"], "at least 2"),
     (["--data", "d.yaml", "--weights", "w.pt", "--min-score", "2"], "in [0, 1]"),
     (["--data", "d.yaml", "--weights", "w.pt", "--second-cfg", "c.cfg"], "give --second-opinion"),
+    (["--data", "d.yaml", "--weights", "w.pt", "--second-opinion", "d.weights"], "--second-cfg is required: d.weights"),
 ])
 def test_flag_mistakes_are_refused_by_the_parser(argv, words, capsys):
     with pytest.raises(SystemExit) as stopped:
