@@ -6,7 +6,8 @@ call horses, people and cars kangaroos at 0.8-0.95, and those detections outrank
 and where it misses a kangaroo, its right label looks invented. A general model (e.g. the COCO weights the
 fine-tune started from) tells them apart: it calls the labelled kangaroos dog, sheep, cow, bird or nothing, and
 those horses horse, those people person. So the second model runs over the split once, and each box gets its
-view: the second model's most confident class at IoU >= 0.5 (confidence >= OPINION_CONF), or none. Its classes
+view: the second model's most confident class at IoU >= 0.5, down to the audit's detection floor (0.001: a
+faint detection still says what the box looks like most), or none. Its classes
 need not be ours: which views go with which of our classes is learnt from the split's labels (almost all right),
 per class, shrunk toward all classes' (PRIOR_WEIGHT labels). A view's ratio multiplies each kind's likelihood:
 - missing: the views of the class's labels against those of its unlabelled detections (weighted by their
@@ -26,14 +27,11 @@ from detect.audit.calibration import PRIOR_WEIGHT
 from detect.audit.evidence import MATCH_IOU
 from detect.ops.boxes_np import box_iou
 
-OPINION_CONF = 0.05  # the second model's detections below this are no view of the box
-
 
 def views(boxes: np.ndarray, opinion: np.ndarray, num_views: int) -> np.ndarray:
     """[n] the second model's view of each xyxy box: the class of its most confident detection [k, 6] at IoU >=
-    0.5 with confidence >= OPINION_CONF, or `num_views - 1` (none)."""
+    0.5, or `num_views - 1` (none)."""
     none = np.full(len(boxes), num_views - 1, np.int64)
-    opinion = opinion[opinion[:, 4] >= OPINION_CONF] if len(opinion) else opinion
     if not len(boxes) or not len(opinion):
         return none
     on_it = box_iou(boxes, opinion[:, :4]) >= MATCH_IOU

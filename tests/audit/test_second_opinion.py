@@ -16,10 +16,11 @@ ANIMAL, PERSON = 5, 7  # the second model's classes: what our objects look like 
 def test_a_box_is_seen_as_the_second_models_most_confident_class_on_it():
     boxes = np.array([[0, 0, 100, 100], [200, 200, 300, 300], [400, 0, 500, 100.0]])
     opinion = np.array([[2, 2, 98, 101, 0.6, 3], [0, 0, 100, 100, 0.9, 4],  # two views of box 0: the surer wins
-                        [200, 200, 260, 300, 0.9, 1],  # IoU 0.6 with box 1
-                        [400, 0, 500, 100, 0.04, 2]])  # below OPINION_CONF: no view
-    assert views(boxes, opinion, num_views=9).tolist() == [4, 1, 8]
-    assert views(boxes, np.zeros((0, 6)), num_views=9).tolist() == [8, 8, 8]
+                        [200, 200, 260, 300, 0.002, 1],  # IoU 0.6 with box 1: faint, still a view
+                        [400, 0, 450, 100, 0.9, 2]])  # IoU 0.5 with box 2 is on it; box 3 has none
+    boxes = np.concatenate([boxes, [[600, 600, 700, 700]]])
+    assert views(boxes, opinion, num_views=9).tolist() == [4, 1, 2, 8]
+    assert views(boxes, np.zeros((0, 6)), num_views=9).tolist() == [8, 8, 8, 8]
 
 
 def test_the_ratio_favours_views_the_labels_have_and_shrinks_rare_classes():
