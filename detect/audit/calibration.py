@@ -42,6 +42,12 @@ def size_bucket(boxes: np.ndarray, image_sides: np.ndarray, img_size: int) -> np
     return np.searchsorted(np.asarray(SIZE_EDGES), side, side="right").astype(np.int64)
 
 
+def shrunk_shares(counts: np.ndarray, parent: np.ndarray, weight: float = PRIOR_WEIGHT) -> np.ndarray:
+    """Shares along the last axis of `counts`, each row pulled toward the shares `parent` (broadcast) by `weight`
+    pseudo-counts: a group seen a few times borrows its parent's figure, one seen often keeps its own."""
+    return (counts + weight * parent) / (counts.sum(-1, keepdims=True) + weight)
+
+
 def pool_adjacent_violators(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """The non-decreasing sequence closest to `values` in weighted least squares (isotonic regression)."""
     blocks: list[list[float]] = []  # [mean, weight, count]

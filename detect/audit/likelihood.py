@@ -18,7 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from detect.audit.calibration import PRIOR_WEIGHT, pool_adjacent_violators
+from detect.audit.calibration import pool_adjacent_violators, shrunk_shares
 from detect.audit.evidence import MATCH_IOU, AuditImage, label_evidence, missing_candidates, nothing_seen
 from detect.ops.boxes_np import box_iou
 
@@ -65,11 +65,9 @@ class CellRatioCurves:
         counts = np.zeros((num_classes, num_sizes, NUM_BINS))
         np.add.at(counts, (classes, sizes, np.clip((right * NUM_BINS).astype(np.int64), 0, NUM_BINS - 1)), 1.0)
         overall = counts.sum((0, 1)) / max(counts.sum(), 1.0)
-        by_size = counts.sum(0)
-        by_size = (by_size + PRIOR_WEIGHT * overall) / (by_size.sum(1, keepdims=True) + PRIOR_WEIGHT)
+        by_size = shrunk_shares(counts.sum(0), overall)
         # with one class (or classes not told apart) the cell is its size
-        shrunk = by_size[None] if num_classes == 1 else \
-            (counts + PRIOR_WEIGHT * by_size) / (counts.sum(2, keepdims=True) + PRIOR_WEIGHT)
+        shrunk = by_size[None] if num_classes == 1 else shrunk_shares(counts, by_size)
         self.curves = [RatioCurve(wrong, density * 1000.0) for density in shrunk.reshape(-1, NUM_BINS)]
 
     def __call__(self, values: np.ndarray, classes: np.ndarray, sizes: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ import dataclasses
 
 import numpy as np
 
-from detect.audit.calibration import PRIOR_WEIGHT
+from detect.audit.calibration import shrunk_shares
 from detect.audit.evidence import MATCH_IOU
 from detect.ops.boxes_np import box_iou
 
@@ -40,9 +40,8 @@ def views(boxes: np.ndarray, opinion: np.ndarray, num_views: int) -> np.ndarray:
 
 
 def _shares(counts: np.ndarray) -> np.ndarray:
-    """[classes, views] shares, each class shrunk toward all classes' shares by PRIOR_WEIGHT pseudo-counts."""
-    pooled = (counts.sum(0) + 0.5) / (counts.sum() + 0.5 * counts.shape[1])
-    return (counts + PRIOR_WEIGHT * pooled) / (counts.sum(1, keepdims=True) + PRIOR_WEIGHT)
+    """[classes, views] shares, each class shrunk toward all classes' shares (add-half smoothed)."""
+    return shrunk_shares(counts, (counts.sum(0) + 0.5) / (counts.sum() + 0.5 * counts.shape[1]))
 
 
 class AppearanceRatio:
