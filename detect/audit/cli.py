@@ -181,7 +181,8 @@ def second_opinion(args, source, model_run: ModelRun, ctx) -> dict | None:
     except (ValueError, OSError) as error:
         if chosen:
             raise
-        log.warning("no second opinion from the fold runs' starting weights %s: %s", weights, error)
+        log.warning("no second opinion from the fold runs' starting weights %s (%s); name a general model and its "
+                    "own cfg with --second-opinion W --second-cfg C", weights, error)
         return None
     if not chosen and found is not None:
         log.info("second opinion: %s, where the fold runs start from (--second-opinion none to leave it out)",

@@ -130,6 +130,8 @@ def test_folds_take_their_starting_weights_as_second_opinion_only_when_of_other_
     assert opinion("--folds", "2", "--", "--weights", str(own)) is None
     assert opinion("--folds", "2", "--second-opinion", "none", "--", "--weights", str(general)) is None
     assert opinion("--folds", "2", "--", "--epochs", "1") is None
+    # starting weights the fold runs' cfg cannot read: the audit goes on without a second opinion
+    assert opinion("--folds", "2", "--", "--weights", str(tmp_path / "absent.weights"), "--cfg", "x.cfg") is None
     assert opinion("--weights", str(own)) is None  # without --folds, only when asked
     assert sorted(opinion("--weights", str(own), "--second-opinion", str(own))) == sorted(found)
 
