@@ -8,8 +8,8 @@ Errors are injected into a real split (benchmarks.audit_inject: removed, moved, 
 on its images: for coco-tiny the official yolov3-tiny (trained on COCO 2014 trainval minus the 5k minival, whose
 images val2017 holds), for kangaroo each fold's fine-tune (`--folds`, the fold models trained on the corrupted
 labels, as a user's would be), with the second opinion `detect.audit --folds` takes by default (the COCO weights
-the folds start from; a row gives the default without it). Rows: box-level AP of the ranked issues, recall at N, per-kind AP, image-level AP,
-for each scoring choice (detect.audit.scoring: calibration per class and size or not, likelihood ratios or plain
+the folds start from; a row gives the default without it). Rows: box-level AP of the ranked issues, recall at N,
+per-kind AP, image-level AP, for each scoring choice (detect.audit.scoring: calibration per class and size or not, likelihood ratios or plain
 products), and cleanlab's `get_label_quality_scores` on the same detections (image level only: it scores
 images), and the ceiling: the share of the errors the model gives away at all (the true object detected, the
 invented box seen empty; audit_inject.seen_share), the box AP a perfect ranking would reach. Means over the
@@ -98,9 +98,9 @@ def score_seed(images, errors, num_classes: int, img_size: int, opinions: list |
     score the images with that second opinion, and one more row the default without it."""
     figures = {}
     if opinions is not None:
-        f = box_figures(find_issues(images, num_classes, img_size), errors)
-        figures["default, no second opinion"] = f | {"image_ap": _image_ap(find_issues(images, num_classes,
-                                                                                         img_size), errors, images)}
+        issues = find_issues(images, num_classes, img_size)
+        figures["default, no second opinion"] = box_figures(issues, errors) | {"image_ap": _image_ap(issues, errors,
+                                                                                                   images)}
         images = [dataclasses.replace(im, opinion=opinions[im.index]) for im in images]
     for name, settings in VARIANTS.items():
         issues = find_issues(images, num_classes, img_size, settings)
