@@ -11,9 +11,9 @@ labels, as a user's would be), with the second opinion `detect.audit --folds` ta
 the folds start from; a row gives the default without it). Rows: box-level AP of the ranked issues, recall at N,
 per-kind AP, image-level AP, for each scoring choice (detect.audit.scoring: calibration per class and size or
 not, likelihood ratios or plain products), and cleanlab's `get_label_quality_scores` on the same detections
-(image level only: it scores images), and the ceiling: the share of the errors the model gives away at all (the true object detected, the
-invented box seen empty; audit_inject.seen_share), the box AP a perfect ranking would reach. Means over the
-seeds, with each seed's figure. The coco-tiny detections do not depend on the labels and are computed once;
+(image level only: it scores images), and the ceiling: the share of the errors the model gives away at all
+(the true object detected, the invented box seen empty; audit_inject.seen_share), the box AP a perfect ranking
+would reach. Means over the seeds, with each seed's figure. The coco-tiny detections do not depend on the labels and are computed once;
 each kangaroo seed trains its own fold models (about 3 x 2 minutes on 2 cores).
 """
 
