@@ -13,8 +13,8 @@ per-kind AP, image-level AP, for each scoring choice (detect.audit.scoring: cali
 not, likelihood ratios or plain products), and cleanlab's `get_label_quality_scores` on the same detections
 (image level only: it scores images), and the ceiling: the share of the errors the model gives away at all
 (the true object detected, the invented box seen empty; audit_inject.seen_share), the box AP a perfect ranking
-would reach. Means over the seeds, with each seed's figure. The coco-tiny detections do not depend on the labels and are computed once;
-each kangaroo seed trains its own fold models (about 3 x 2 minutes on 2 cores).
+would reach. Means over the seeds, with each seed's figure. The coco-tiny detections do not depend on the labels
+and are computed once; each kangaroo seed trains its own fold models (about 3 x 2 minutes on 2 cores).
 """
 
 from __future__ import annotations
