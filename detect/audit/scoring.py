@@ -35,7 +35,7 @@ from detect.audit.evidence import (
     suppress_overlaps,
 )
 from detect.audit.likelihood import CellRatioCurves, RatioCurve, histogram, simulate
-from detect.audit.second_opinion import appearance_factors, label_view_factors
+from detect.audit.second_opinion import appearance_factors, label_view_factors, label_views
 
 KINDS = ("missing", "box", "class", "spurious")
 PRIOR = 0.05  # the share of labels assumed wrong in each way before the model is asked: a few percent
@@ -101,10 +101,11 @@ def find_issues(images: list[AuditImage], num_classes: int, img_size: int,
         rows, explained = missing_candidates(image, probs[-1], evidence[-1].confirm, settings.window_low)
         candidates.append((rows, explained, probs[-1][rows] * (1.0 - explained)))
     stats = _kind_statistics(images, evidence)
-    appearance = appearance_factors(images, candidates, num_classes)
+    seen = label_views(images)  # the second model's view of each label (None without one)
+    appearance = appearance_factors(images, seen, candidates, num_classes)
     if settings.method == "likelihood":
-        label_scores, missing_score = _likelihood_scores(images, probs, stats, candidates, num_classes, img_size,
-                                                         settings)
+        label_scores, missing_score = _likelihood_scores(images, probs, stats, candidates, seen, num_classes,
+                                                         img_size, settings)
     else:
         label_scores, missing_score = stats, (lambda found, factor: found)
     issues: list[Issue] = []
@@ -131,7 +132,7 @@ def posterior(ratio: np.ndarray, prior: float) -> np.ndarray:
     return prior_odds * ratio / (prior_odds * ratio + 1.0)
 
 
-def _likelihood_scores(images, probs, stats: np.ndarray, candidates, num_classes: int, img_size: int,
+def _likelihood_scores(images, probs, stats: np.ndarray, candidates, seen, num_classes: int, img_size: int,
                        settings: ScoringSettings):
     """(label scores [m, 3], missing score function) by Bayes' rule with the simulated likelihood ratios."""
     simulated = simulate(images, probs, num_classes, settings.window_low)
@@ -149,7 +150,7 @@ def _likelihood_scores(images, probs, stats: np.ndarray, candidates, num_classes
                        else np.zeros(len(stats)),
                        spurious(stats[:, 2], cell_classes, cell_sizes)], 1)
     ratios[:, :2] = np.where(stats[:, :2] > 0, ratios[:, :2], 0.0)  # no detection there: no evidence at all
-    ratios *= label_view_factors(images, simulated, num_classes)  # ones without a second opinion
+    ratios *= label_view_factors(images, seen, simulated, num_classes)  # ones without a second opinion
     found = np.concatenate([c[2] for c in candidates]) if candidates else np.zeros(0)
     missing_curve = RatioCurve(simulated.missing, histogram(found))
     # the expected missing objects (PRIOR of the labels) spread over the detections that could be one

@@ -59,13 +59,25 @@ class AppearanceRatio:
         return self.table[classes, views_]
 
 
-def _has_opinions(images: list) -> bool:
-    return bool(images) and all(image.opinion is not None for image in images)
+@dataclasses.dataclass(frozen=True)
+class LabelViews:
+    """The second model's view of every label of the split, read once for all the kinds."""
+
+    num_views: int  # the second model's classes seen on the split, and none (the last)
+    per_image: list[np.ndarray]  # int [m] per image
+    classes: np.ndarray  # int [M]: the labels' classes, all images together
+    views: np.ndarray  # int [M]
+    counted: np.ndarray  # bool [M]: not VOC difficult
 
 
-def _num_views(images: list) -> int:
-    """The second model's classes seen on the split, and none."""
-    return int(max((image.opinion[:, 5].max() for image in images if len(image.opinion)), default=-1)) + 2
+def label_views(images: list) -> LabelViews | None:
+    """The views of the split's labels, or None when the images carry no second opinion."""
+    if not images or any(image.opinion is None for image in images):
+        return None
+    num_views = int(max((im.opinion[:, 5].max() for im in images if len(im.opinion)), default=-1)) + 2
+    per_image = [views(im.boxes, im.opinion, num_views) for im in images]
+    return LabelViews(num_views, per_image, np.concatenate([im.classes for im in images]),
+                      np.concatenate(per_image), ~np.concatenate([im.difficult for im in images]))
 
 
 def _pooled(view_list: list[int], num_views: int) -> np.ndarray:
@@ -73,44 +85,38 @@ def _pooled(view_list: list[int], num_views: int) -> np.ndarray:
         (len(view_list) + 0.5 * num_views)
 
 
-def label_view_factors(images: list, simulated, num_classes: int) -> np.ndarray:
+def label_view_factors(images: list, seen: LabelViews | None, simulated, num_classes: int) -> np.ndarray:
     """[m, 3] per label of the split: how much likelier its view is when the label is a box, class or spurious
     error than when it is right. Right: the views of the class's labels (shrunk toward all classes'). Wrong: the
     views of the errors made on the split (detect.audit.likelihood.simulate): the moved boxes' (mostly none: a box
     moved off its object covers none of it at IoU 0.5), the relabelled labels' (their objects', of other classes)
     and the invented boxes' (what the second model sees on empty regions). Ones without a second opinion."""
-    total = sum(len(image.classes) for image in images)
-    if not _has_opinions(images):
-        return np.ones((total, 3))
-    num_views = _num_views(images)
-    per_image = [views(image.boxes, image.opinion, num_views) for image in images]
-    label_views = np.concatenate(per_image)
-    classes = np.concatenate([image.classes for image in images])
-    counted = ~np.concatenate([image.difficult for image in images])
-    counts = np.zeros((num_classes, num_views))
-    np.add.at(counts, (classes[counted], label_views[counted]), 1.0)
-    right = _shares(counts)[classes, label_views]
-    wrong = [_pooled([int(views(box[None], images[n].opinion, num_views)[0]) for n, box in simulated.moved],
-                     num_views),
-             _pooled([int(per_image[n][j]) for n, j in simulated.relabelled], num_views),
-             _pooled([int(views(box[None], images[n].opinion, num_views)[0]) for n, box in simulated.invented],
-                     num_views)]
-    return np.stack([w[label_views] / right for w in wrong], 1)
+    if seen is None:
+        return np.ones((sum(len(image.classes) for image in images), 3))
+    counts = np.zeros((num_classes, seen.num_views))
+    np.add.at(counts, (seen.classes[seen.counted], seen.views[seen.counted]), 1.0)
+    right = _shares(counts)[seen.classes, seen.views]
+
+    def seen_on(boxes) -> list[int]:
+        return [int(views(box[None], images[n].opinion, seen.num_views)[0]) for n, box in boxes]
+
+    wrong = [_pooled(seen_on(simulated.moved), seen.num_views),
+             _pooled([int(seen.per_image[n][j]) for n, j in simulated.relabelled], seen.num_views),
+             _pooled(seen_on(simulated.invented), seen.num_views)]
+    return np.stack([w[seen.views] / right for w in wrong], 1)
 
 
-def appearance_factors(images: list, candidates: list, num_classes: int) -> list[np.ndarray]:
+def appearance_factors(images: list, seen: LabelViews | None, candidates: list, num_classes: int) -> list[np.ndarray]:
     """Per image, the AppearanceRatio of each missing candidate (`candidates[i]` = (detection rows, explained,
     statistic)); ones where the images carry no second opinion."""
-    if not _has_opinions(images):
+    if seen is None:
         return [np.ones(len(rows)) for rows, _, _ in candidates]
-    num_views = _num_views(images)
-    label_views = [views(im.boxes[~im.difficult], im.opinion, num_views) for im in images]
-    found_views = [views(im.detections[rows, :4], im.opinion, num_views) for im, (rows, _, _) in
+    found_views = [views(im.detections[rows, :4], im.opinion, seen.num_views) for im, (rows, _, _) in
                    zip(images, candidates)]
     found_classes = [im.detections[rows, 5].astype(np.int64) for im, (rows, _, _) in zip(images, candidates)]
-    ratio = AppearanceRatio(np.concatenate([im.classes[~im.difficult] for im in images]),
-                            np.concatenate(label_views), np.concatenate(found_classes), np.concatenate(found_views),
-                            np.concatenate([statistic for _, _, statistic in candidates]), num_classes, num_views)
+    ratio = AppearanceRatio(seen.classes[seen.counted], seen.views[seen.counted], np.concatenate(found_classes),
+                            np.concatenate(found_views), np.concatenate([statistic for _, _, statistic in candidates]),
+                            num_classes, seen.num_views)
     return [ratio(classes, v) for classes, v in zip(found_classes, found_views)]
 
 
