@@ -63,6 +63,7 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--nproc", type=int, default=2, help="kangaroo: train.py processes per fold")
     p.add_argument("--img-size", type=int, default=416)
     p.add_argument("--augment", action="store_true", help="the audit's model run with test-time augmentation")
+    p.add_argument("--slice", type=int, default=None, help="the audit's model run sliced into tiles of this size")
     p.add_argument("--conf", type=float, default=None, help="the audit's detection floor (default: detect.audit's)")
     p.add_argument("--max-det", type=int, default=None, help="detections kept an image (default: detect.audit's)")
     p.add_argument("--no-second-opinion", action="store_true",
@@ -204,7 +205,7 @@ def main(argv=None) -> int:
     ctx = dist.init_distributed("cpu")
     data, splits = DATASETS[args.dataset]
     records, names = _source_records(data, splits)
-    options = InferenceOptions(img_size=args.img_size, augment=args.augment, conf=args.conf, max_det=args.max_det)
+    options = InferenceOptions(img_size=args.img_size, augment=args.augment, slice_size=args.slice, conf=args.conf, max_det=args.max_det)
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="audit-bench-"))
     start = time.perf_counter()
     per_seed, counts = [], []

@@ -99,7 +99,9 @@ def label_evidence(image: AuditImage, prob: np.ndarray, window_low: float = WIND
         nearest = np.where(same, iou, -1.0).argmax(0)
         elsewhere |= np.arange(len(iou))[:, None] != nearest[None, :]
     confirm, _ = _best(p, confirming)
-    other, other_det = _best(p, ~same & (iou >= MATCH_IOU))
+    # an other-class detection that is another label's object (a pizza labelled on the table) says nothing here
+    labelled = confirming.any(0)[None, :]
+    other, other_det = _best(p, ~same & (iou >= MATCH_IOU) & ~labelled)
     shifted, shifted_det = _best(p, same & (iou >= window_low) & (iou < MATCH_IOU) & ~elsewhere)
     anything, _ = _best(p, iou >= window_low)
     seen_conf, _ = _best(np.broadcast_to(det[None, :, 4], iou.shape), iou >= window_low)

@@ -7,7 +7,10 @@ density among the split's labels as they are (almost all right) is the "right" d
 simulated errors is the "wrong" one: labels of the split moved by 25-75% of their size in a random direction (box),
 given a random other class (class), boxes of the split's sizes put where no label is (spurious), labels taken
 away (missing: the statistic of the detection that then has no label). Their ratio, per bin of 0.05 and made
-non-decreasing in the statistic, is the likelihood ratio the score's Bayes rule takes. The spurious ratio is
+non-decreasing in the statistic, is the likelihood ratio the score's Bayes rule takes. The box and class ratios
+are read per band of the label's confirm (ConfirmedRatioCurve): a moved or relabelled box is rarely confirmed,
+a right label with a poor detection beside it often is, which the product (1 - confirm) alone undervalues. The
+spurious ratio is
 measured per (class, size) cell, its right density shrunk toward the split's: a class the model rarely finds
 shows "nothing seen" often on correct labels, so nothing seen says little there.
 """
@@ -79,6 +82,30 @@ class CellRatioCurves:
         return out
 
 
+CONFIRM_EDGES = np.array([0.02, 0.1, 0.3])  # bins of `confirm`: none, faint, some, strong
+
+
+class ConfirmedRatioCurve:
+    """The likelihood ratio of (statistic, confirm): the ratio of the confirm bin's share under the error and
+    among the labels, times a RatioCurve of the statistic within the bin. A label the model also confirms is then
+    weighed by how often errors are confirmed as much, not only through the statistic's (1 - confirm)."""
+
+    def __init__(self, wrong: np.ndarray, wrong_confirm: np.ndarray, right: np.ndarray, right_confirm: np.ndarray):
+        wb, rb = np.digitize(wrong_confirm, CONFIRM_EDGES), np.digitize(right_confirm, CONFIRM_EDGES)
+        bins = len(CONFIRM_EDGES) + 1
+        nw, nr = np.bincount(wb, minlength=bins) + 0.5, np.bincount(rb, minlength=bins) + 0.5
+        self.bin_ratio = (nw / nw.sum()) / (nr / nr.sum())
+        self.curves = [RatioCurve(wrong[wb == b], histogram(right[rb == b])) for b in range(bins)]
+
+    def __call__(self, values: np.ndarray, confirm: np.ndarray) -> np.ndarray:
+        bins = np.digitize(confirm, CONFIRM_EDGES)
+        out = np.zeros(len(values))
+        for b in np.unique(bins):
+            where = bins == b
+            out[where] = self.bin_ratio[b] * self.curves[b](values[where])
+        return out
+
+
 def _moved_box(box: np.ndarray, rng, width: float, height: float) -> np.ndarray:
     w, h = box[2] - box[0], box[3] - box[1]
     distance, angle = rng.uniform(*MOVE_RANGE), rng.uniform(0, 2 * np.pi)
@@ -107,6 +134,8 @@ class SimulatedErrors:
     wrong_class: np.ndarray
     nothing: np.ndarray
     missing: np.ndarray
+    box_confirm: np.ndarray  # the confirm of the moved and of the relabelled labels
+    class_confirm: np.ndarray
     # where they were made, for a second model's view of them (detect.audit.second_opinion): (image, box) of the
     # moved and the invented labels, (image, label) of the relabelled ones
     moved: list = dataclasses.field(default_factory=list)
@@ -120,7 +149,7 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
     rng = np.random.default_rng(seed)
     where = [(n, j) for n, im in enumerate(images) for j in np.flatnonzero(~im.difficult)]
     picked = [where[i] for i in rng.permutation(len(where))[:SIMULATED]]
-    box, wrong_class, nothing, missing = [], [], [], []
+    box, wrong_class, nothing, missing, box_confirm, class_confirm = [], [], [], [], [], []
     places: dict[str, list] = {"moved": [], "invented": [], "relabelled": []}
     for n, j in picked:
         image, p = images[n], probs[n]
@@ -128,12 +157,14 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
         moved[j] = _moved_box(moved[j], rng, image.longer_side, image.longer_side)
         ev = label_evidence(dataclasses.replace(image, boxes=moved), p, window_low)
         box.append(ev.shifted[j] * (1 - ev.confirm[j]))
+        box_confirm.append(ev.confirm[j])
         places["moved"].append((n, moved[j]))
         if num_classes > 1:
             relabelled = image.classes.copy()
             relabelled[j] = (relabelled[j] + rng.integers(1, num_classes)) % num_classes
             ev = label_evidence(dataclasses.replace(image, classes=relabelled), p, window_low)
             wrong_class.append(ev.other[j] * (1 - ev.confirm[j]))
+            class_confirm.append(ev.confirm[j])
             places["relabelled"].append((n, j))
         empty = _empty_box(image, image.boxes[j, 2:] - image.boxes[j, :2], rng)
         if empty is not None:
@@ -154,4 +185,5 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
             if on_it.any():
                 found = float((p[rows] * (1 - explained))[on_it].max())
         missing.append(found)
-    return SimulatedErrors(*(np.asarray(v, float) for v in (box, wrong_class, nothing, missing)), **places)
+    statistics = (box, wrong_class, nothing, missing, box_confirm, class_confirm)
+    return SimulatedErrors(*(np.asarray(v, float) for v in statistics), **places)

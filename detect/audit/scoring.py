@@ -9,9 +9,11 @@ With `p` a detection's calibrated probability of being right (detect.audit.calib
 - `spurious`: nothing_seen(seen_conf): the model sees nothing where the label is, read from the raw confidence
   on a log scale (a faint detection is not nothing, though its calibrated chance is as low as none's).
 The score is Bayes' rule: prior odds times the likelihood ratio of the statistic, the ratio measured on the split
-by making each kind of error on its own labels (detect.audit.likelihood), the prior `PRIOR` of a label being
-wrong in each way (for `missing`, spread over the unlabelled detections: PRIOR * labels / candidates). So a score
-is a chance, the same for every kind: 0.6 is a likelier error than 0.4, whatever their kinds. `method="product"`
+by making each kind of error on its own labels (detect.audit.likelihood; box and class read together with the
+label's confirm), for `class` times how rarely the model itself mixes up the two classes (detect.audit.confusion),
+the prior `PRIOR` of a label being wrong in each way (for `missing`, spread over the unlabelled detections:
+PRIOR * labels / candidates). So a score is a chance, the same for every kind: 0.6 is a likelier error than 0.4,
+whatever their kinds; the list stops at the prior (evidence that does not make the error likelier). `method="product"`
 takes the statistics themselves as the scores (the benchmark's baseline). Each label gives its most likely kind;
 unlabelled objects found twice (a multi-label model) give one issue. With a second model's view of the boxes
 (detect.audit.second_opinion), each ratio is also multiplied by how much likelier the box's view is under the
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from detect.audit.calibration import NUM_SIZES, CalibrationSettings, ConfidenceCalibration, size_bucket
+from detect.audit.confusion import confusion_factors
 from detect.audit.evidence import (
     WINDOW_LOW,
     AuditImage,
@@ -34,7 +37,7 @@ from detect.audit.evidence import (
     nothing_seen,
     suppress_overlaps,
 )
-from detect.audit.likelihood import CellRatioCurves, RatioCurve, histogram, simulate
+from detect.audit.likelihood import CellRatioCurves, ConfirmedRatioCurve, RatioCurve, histogram, simulate
 from detect.audit.second_opinion import appearance_factors, label_view_factors, label_views
 
 KINDS = ("missing", "box", "class", "spurious")
@@ -47,7 +50,7 @@ class ScoringSettings:
     method: str = "likelihood"  # or "product" (the benchmark's baseline)
     prior: float = PRIOR
     window_low: float = WINDOW_LOW
-    min_score: float = 0.1  # issues scored below this are not listed
+    min_score: float = PRIOR  # issues below the prior (evidence that does not make the error likelier) are not listed
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,10 @@ def _sizes(boxes: np.ndarray, image: AuditImage, img_size: int) -> np.ndarray:
     return size_bucket(boxes, np.full(len(boxes), image.longer_side), img_size)
 
 
+def _joined(parts: list, dtype) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+
 def calibrate(images: list[AuditImage], num_classes: int, img_size: int,
               settings: CalibrationSettings) -> ConfidenceCalibration:
     """The confidence calibration measured on the split's own detections and labels."""
@@ -80,9 +87,8 @@ def calibrate(images: list[AuditImage], num_classes: int, img_size: int,
         cls.append(det[counted, 5].astype(np.int64))
         size.append(_sizes(det[counted, :4], image, img_size))
         right.append(tp[counted])
-    join = (lambda parts, dtype: np.concatenate(parts) if parts else np.zeros(0, dtype))
-    return ConfidenceCalibration(join(conf, float), join(cls, np.int64), join(size, np.int64), join(right, bool),
-                                 num_classes, settings)
+    return ConfidenceCalibration(_joined(conf, float), _joined(cls, np.int64), _joined(size, np.int64),
+                                 _joined(right, bool), num_classes, settings)
 
 
 def _box(row) -> tuple[float, float, float, float]:
@@ -104,7 +110,7 @@ def find_issues(images: list[AuditImage], num_classes: int, img_size: int,
     seen = label_views(images)  # the second model's view of each label (None without one)
     appearance = appearance_factors(images, seen, candidates, num_classes)
     if settings.method == "likelihood":
-        label_scores, missing_score = _likelihood_scores(images, probs, stats, candidates, seen, num_classes,
+        label_scores, missing_score = _likelihood_scores(images, probs, stats, evidence, candidates, seen, num_classes,
                                                          img_size, settings)
     else:
         label_scores, missing_score = stats, (lambda found, factor: found)
@@ -132,12 +138,11 @@ def posterior(ratio: np.ndarray, prior: float) -> np.ndarray:
     return prior_odds * ratio / (prior_odds * ratio + 1.0)
 
 
-def _likelihood_scores(images, probs, stats: np.ndarray, candidates, seen, num_classes: int, img_size: int,
+def _likelihood_scores(images, probs, stats: np.ndarray, evidence, candidates, seen, num_classes: int, img_size: int,
                        settings: ScoringSettings):
     """(label scores [m, 3], missing score function) by Bayes' rule with the simulated likelihood ratios."""
     simulated = simulate(images, probs, num_classes, settings.window_low)
     counted = ~np.concatenate([im.difficult for im in images]) if images else np.zeros(0, bool)
-    right = [histogram(stats[counted, k]) for k in range(3)]  # the split's labels, almost all right
     per_class, per_size = settings.calibration.per_class, settings.calibration.per_size
     classes = np.concatenate([im.classes for im in images]) if images else np.zeros(0, np.int64)
     sizes = np.concatenate([_sizes(im.boxes, im, img_size) for im in images]) if images else np.zeros(0, np.int64)
@@ -145,12 +150,20 @@ def _likelihood_scores(images, probs, stats: np.ndarray, candidates, seen, num_c
     cell_sizes = sizes if per_size else np.zeros_like(sizes)
     spurious = CellRatioCurves(simulated.nothing, stats[counted, 2], cell_classes[counted], cell_sizes[counted],
                                num_classes if per_class else 1, NUM_SIZES if per_size else 1)
-    ratios = np.stack([RatioCurve(simulated.box, right[0])(stats[:, 0]),
-                       RatioCurve(simulated.wrong_class, right[1])(stats[:, 1]) if num_classes > 1
+    # the split's labels (almost all right) against the simulated errors, each read with its confirm
+    confirm = _joined([ev.confirm for ev in evidence], float)
+    ratios = np.stack([ConfirmedRatioCurve(simulated.box, simulated.box_confirm, stats[counted, 0],
+                                           confirm[counted])(stats[:, 0], confirm),
+                       ConfirmedRatioCurve(simulated.wrong_class, simulated.class_confirm, stats[counted, 1],
+                                           confirm[counted])(stats[:, 1], confirm) if num_classes > 1
                        else np.zeros(len(stats)),
                        spurious(stats[:, 2], cell_classes, cell_sizes)], 1)
     ratios[:, :2] = np.where(stats[:, :2] > 0, ratios[:, :2], 0.0)  # no detection there: no evidence at all
     ratios *= label_view_factors(images, seen, simulated, num_classes)  # ones without a second opinion
+    if num_classes > 1:
+        other = _joined([np.where(ev.other_det >= 0, im.detections[ev.other_det, 5], -1)
+                         for im, ev in zip(images, evidence)], np.int64).astype(np.int64)
+        ratios[:, 1] *= confusion_factors(images, num_classes, classes, other)
     found = np.concatenate([c[2] for c in candidates]) if candidates else np.zeros(0)
     missing_curve = RatioCurve(simulated.missing, histogram(found))
     # the expected missing objects (PRIOR of the labels) spread over the detections that could be one

@@ -9,6 +9,7 @@ import pytest
 
 from detect.audit.cli import TRAINED_ON_IT, main
 from detect.audit.report import COLUMNS
+from detect.audit.scoring import PRIOR
 from tests.support.val_data import write_coco_dataset, write_tiny_checkpoint
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
@@ -36,7 +37,7 @@ def test_coco_tiny_audit_writes_ranked_issues_pictures_and_label_places(tmp_path
     listed = json.loads((run / "issues.json").read_text())
     assert len(listed) == len(rows) > 20
     scores = [float(r["score"]) for r in rows]
-    assert scores == sorted(scores, reverse=True) and all(0.1 <= s <= 1 for s in scores)
+    assert scores == sorted(scores, reverse=True) and all(PRIOR <= s <= 1 for s in scores)
     assert {r["kind"] for r in rows} <= {"missing", "box", "class", "spurious"}
     from detect.data.loader import open_split
 

@@ -62,3 +62,13 @@ def test_suppress_overlaps_keeps_one_issue_per_object():
     boxes = np.array([[0, 0, 10, 10], [1, 0, 11, 10], [50, 50, 60, 60]], float)
     assert suppress_overlaps(boxes, np.array([0.5, 0.9, 0.4])).tolist() == [1, 2]
     assert suppress_overlaps(np.zeros((0, 4)), np.zeros(0)).tolist() == []
+
+
+def test_an_other_class_detection_that_is_another_labels_object_is_not_evidence():
+    # a pizza labelled on a table: the model's pizza box over the table label is the pizza label's own object
+    im = image([[0, 0, 200, 200], [10, 10, 190, 190]], [0, 1], [[10, 10, 190, 190, 0.9, 1]])
+    ev = label_evidence(im, np.array([0.9]))
+    assert ev.other.tolist() == [0.0, 0.0] and ev.other_det.tolist() == [-1, -1]
+    # without the pizza label, the same box is the table label's other class
+    alone = image([[0, 0, 200, 200]], [0], [[10, 10, 190, 190, 0.9, 1]])
+    assert label_evidence(alone, np.array([0.9])).other.tolist() == [0.9]

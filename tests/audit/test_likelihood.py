@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from detect.audit.likelihood import CellRatioCurves
+from detect.audit.likelihood import CellRatioCurves, ConfirmedRatioCurve, RatioCurve, histogram
 
 WRONG = np.ones(500)  # simulated invented boxes: nothing seen at all
 
@@ -47,3 +47,19 @@ def test_one_class_is_told_apart_by_size_only():
     got = one_class(values, np.zeros(3, np.int64), cells)
     assert got[1] > 10 * got[0]
     assert got[2] <= got[1]
+
+
+def test_a_confirmed_label_weighs_by_how_often_errors_are_confirmed():
+    # errors: the statistic high, confirm almost always 0; right labels: most confirmed, the statistic low
+    rng = np.random.default_rng(0)
+    wrong, wrong_confirm = rng.uniform(0.4, 0.9, 1000), np.where(rng.uniform(size=1000) < 0.02, 0.5, 0.0)
+    right = np.concatenate([rng.uniform(0.0, 0.3, 900), rng.uniform(0.4, 0.9, 100)])
+    right_confirm = np.concatenate([rng.uniform(0.3, 1.0, 900), np.full(100, 0.5)])
+    curve = ConfirmedRatioCurve(wrong, wrong_confirm, right, right_confirm)
+    unconfirmed, confirmed = curve(np.array([0.6, 0.6]), np.array([0.0, 0.5]))
+    # the same statistic: strong evidence without a confirming detection, none with one (right labels with a
+    # confirming detection show this statistic far more often than errors do)
+    assert unconfirmed > 20 and confirmed < 1.0
+    # a plain curve of the statistic alone cannot tell them apart
+    plain = RatioCurve(wrong, histogram(right))(np.array([0.6]))[0]
+    assert confirmed < plain < unconfirmed
