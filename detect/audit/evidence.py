@@ -9,7 +9,8 @@ being right (detect.audit.calibration). Per label:
   confirms no other label of the class and overlaps no other more: the model sees the object, but elsewhere or
   of another extent;
 - `anything`: the best probability of any detection at IoU >= `window_low`: whether anything is seen there;
-  `seen_conf` the same detections' best raw confidence (down to the detection floor, 0.001).
+  `seen_conf` the same detections' best raw confidence (down to the detection floor, 0.001), scaled by IoU / 0.5
+  below the match IoU (seen_confidence).
 A detection no label overlaps at IoU 0.5 (and no crowd region covers) is a candidate for a missing label; the
 chance that a nearby unconfirmed same-class label explains it instead (the label is misplaced, not absent) is
 `explained`.
@@ -65,7 +66,7 @@ class LabelEvidence:
     shifted: np.ndarray
     shifted_det: np.ndarray
     anything: np.ndarray
-    seen_conf: np.ndarray  # the best raw confidence of any detection at IoU >= window_low (0 when none)
+    seen_conf: np.ndarray  # seen_confidence: the best raw confidence there, scaled by the overlap (0 when none)
 
 
 def nothing_seen(conf: np.ndarray) -> np.ndarray:
@@ -82,6 +83,14 @@ def _best(values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     column = masked.argmax(1) if masked.shape[1] else np.zeros(len(masked), np.int64)
     best = masked[np.arange(len(masked)), column] if masked.shape[1] else np.full(len(masked), -1.0)
     return np.maximum(best, 0.0), np.where(best >= 0, column, -1)
+
+
+def seen_confidence(iou: np.ndarray, det: np.ndarray, window_low: float = WINDOW_LOW) -> np.ndarray:
+    """Per box (rows of `iou` [m, n] against the detections `det`): the best raw confidence of a detection
+    overlapping it at IoU >= window_low, scaled by IoU / 0.5 below the match IoU (0 when none): a detection
+    that only grazes the box is mostly about something else (a junk box of a model that fires everywhere, beside
+    an invented label), one at the match IoU is the object itself."""
+    return _best(det[None, :, 4] * np.minimum(1.0, iou / MATCH_IOU), iou >= window_low)[0]
 
 
 def label_evidence(image: AuditImage, prob: np.ndarray, window_low: float = WINDOW_LOW) -> LabelEvidence:
@@ -104,7 +113,7 @@ def label_evidence(image: AuditImage, prob: np.ndarray, window_low: float = WIND
     other, other_det = _best(p, ~same & (iou >= MATCH_IOU) & ~labelled)
     shifted, shifted_det = _best(p, same & (iou >= window_low) & (iou < MATCH_IOU) & ~elsewhere)
     anything, _ = _best(p, iou >= window_low)
-    seen_conf, _ = _best(np.broadcast_to(det[None, :, 4], iou.shape), iou >= window_low)
+    seen_conf = seen_confidence(iou, det, window_low)
     return LabelEvidence(confirm, other, other_det, shifted, shifted_det, anything, seen_conf)
 
 

@@ -22,7 +22,14 @@ import dataclasses
 import numpy as np
 
 from detect.audit.calibration import pool_adjacent_violators, shrunk_shares
-from detect.audit.evidence import MATCH_IOU, AuditImage, label_evidence, missing_candidates, nothing_seen
+from detect.audit.evidence import (
+    MATCH_IOU,
+    AuditImage,
+    label_evidence,
+    missing_candidates,
+    nothing_seen,
+    seen_confidence,
+)
 from detect.ops.boxes_np import box_iou
 
 NUM_BINS = 20
@@ -82,27 +89,38 @@ class CellRatioCurves:
         return out
 
 
-CONFIRM_EDGES = np.array([0.02, 0.1, 0.3])  # bins of `confirm`: none, faint, some, strong
+CONFIRM_EDGES = np.array([0.02, 0.1, 0.3])  # bands of a label's `confirm`: none, faint, some, strong
+SIBLING_BANDS = 2  # an unlabelled detection's labelled same-class objects in its image: none, one, more
 
 
-class ConfirmedRatioCurve:
-    """The likelihood ratio of (statistic, confirm): the ratio of the confirm bin's share under the error and
-    among the labels, times a RatioCurve of the statistic within the bin. A label the model also confirms is then
-    weighed by how often errors are confirmed as much, not only through the statistic's (1 - confirm)."""
+def confirm_band(confirm: np.ndarray) -> np.ndarray:
+    return np.digitize(confirm, CONFIRM_EDGES)
 
-    def __init__(self, wrong: np.ndarray, wrong_confirm: np.ndarray, right: np.ndarray, right_confirm: np.ndarray):
-        wb, rb = np.digitize(wrong_confirm, CONFIRM_EDGES), np.digitize(right_confirm, CONFIRM_EDGES)
-        bins = len(CONFIRM_EDGES) + 1
-        nw, nr = np.bincount(wb, minlength=bins) + 0.5, np.bincount(rb, minlength=bins) + 0.5
-        self.bin_ratio = (nw / nw.sum()) / (nr / nr.sum())
-        self.curves = [RatioCurve(wrong[wb == b], histogram(right[rb == b])) for b in range(bins)]
 
-    def __call__(self, values: np.ndarray, confirm: np.ndarray) -> np.ndarray:
-        bins = np.digitize(confirm, CONFIRM_EDGES)
+def sibling_band(count: np.ndarray) -> np.ndarray:
+    return np.minimum(np.asarray(count, np.int64), SIBLING_BANDS - 1)
+
+
+class BandedRatioCurve:
+    """The likelihood ratio of (statistic, band): the band's share under the error over its share among the
+    split's own cases, times a RatioCurve of the statistic within the band. For box and class the band is the
+    label's confirm (a moved or relabelled box is rarely confirmed, a right label with a poor detection beside it
+    often is, which the statistic's (1 - confirm) alone undervalues); for missing, how many objects of the class
+    the image has labelled (a forgotten object is mostly one of several alike; a false find often alone)."""
+
+    def __init__(self, wrong: np.ndarray, wrong_band: np.ndarray, right: np.ndarray, right_band: np.ndarray,
+                 num_bands: int):
+        nw = np.bincount(wrong_band, minlength=num_bands) + 0.5
+        nr = np.bincount(right_band, minlength=num_bands) + 0.5
+        self.band_ratio = (nw / nw.sum()) / (nr / nr.sum())
+        self.curves = [RatioCurve(wrong[wrong_band == b], histogram(right[right_band == b]))
+                       for b in range(num_bands)]
+
+    def __call__(self, values: np.ndarray, bands: np.ndarray) -> np.ndarray:
         out = np.zeros(len(values))
-        for b in np.unique(bins):
-            where = bins == b
-            out[where] = self.bin_ratio[b] * self.curves[b](values[where])
+        for b in np.unique(bands):
+            where = bands == b
+            out[where] = self.band_ratio[b] * self.curves[b](values[where])
         return out
 
 
@@ -136,6 +154,7 @@ class SimulatedErrors:
     missing: np.ndarray
     box_confirm: np.ndarray  # the confirm of the moved and of the relabelled labels
     class_confirm: np.ndarray
+    missing_siblings: np.ndarray  # the removed label's class's other labels in its image
     # where they were made, for a second model's view of them (detect.audit.second_opinion): (image, box) of the
     # moved and the invented labels, (image, label) of the relabelled ones
     moved: list = dataclasses.field(default_factory=list)
@@ -149,7 +168,7 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
     rng = np.random.default_rng(seed)
     where = [(n, j) for n, im in enumerate(images) for j in np.flatnonzero(~im.difficult)]
     picked = [where[i] for i in rng.permutation(len(where))[:SIMULATED]]
-    box, wrong_class, nothing, missing, box_confirm, class_confirm = [], [], [], [], [], []
+    box, wrong_class, nothing, missing, box_confirm, class_confirm, siblings = [], [], [], [], [], [], []
     places: dict[str, list] = {"moved": [], "invented": [], "relabelled": []}
     for n, j in picked:
         image, p = images[n], probs[n]
@@ -169,11 +188,9 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
         empty = _empty_box(image, image.boxes[j, 2:] - image.boxes[j, :2], rng)
         if empty is not None:
             places["invented"].append((n, empty))
-        if empty is not None and len(image.detections):
-            overlap = box_iou(empty[None], image.detections[:, :4])[0] >= window_low
-            nothing.append(float(nothing_seen(image.detections[overlap, 4].max() if overlap.any() else 0.0)))
-        elif empty is not None:
-            nothing.append(1.0)
+        if empty is not None:
+            det = image.detections
+            nothing.append(float(nothing_seen(seen_confidence(box_iou(empty[None], det[:, :4]), det, window_low)[0])))
         keep = np.arange(len(image.classes)) != j
         fewer = dataclasses.replace(image, boxes=image.boxes[keep], classes=image.classes[keep],
                                     difficult=image.difficult[keep])
@@ -185,5 +202,6 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
             if on_it.any():
                 found = float((p[rows] * (1 - explained))[on_it].max())
         missing.append(found)
-    statistics = (box, wrong_class, nothing, missing, box_confirm, class_confirm)
+        siblings.append(int((fewer.classes == image.classes[j]).sum()))
+    statistics = (box, wrong_class, nothing, missing, box_confirm, class_confirm, siblings)
     return SimulatedErrors(*(np.asarray(v, float) for v in statistics), **places)

@@ -37,7 +37,15 @@ from detect.audit.evidence import (
     nothing_seen,
     suppress_overlaps,
 )
-from detect.audit.likelihood import CellRatioCurves, ConfirmedRatioCurve, RatioCurve, histogram, simulate
+from detect.audit.likelihood import (
+    CONFIRM_EDGES,
+    SIBLING_BANDS,
+    BandedRatioCurve,
+    CellRatioCurves,
+    confirm_band,
+    sibling_band,
+    simulate,
+)
 from detect.audit.second_opinion import appearance_factors, label_view_factors, label_views
 
 KINDS = ("missing", "box", "class", "spurious")
@@ -105,7 +113,8 @@ def find_issues(images: list[AuditImage], num_classes: int, img_size: int,
         probs.append(calibration(det[:, 4], det[:, 5].astype(np.int64), _sizes(det[:, :4], image, img_size)))
         evidence.append(label_evidence(image, probs[-1], settings.window_low))
         rows, explained = missing_candidates(image, probs[-1], evidence[-1].confirm, settings.window_low)
-        candidates.append((rows, explained, probs[-1][rows] * (1.0 - explained)))
+        siblings = (image.classes[None, :] == det[rows, 5].astype(np.int64)[:, None]).sum(1)
+        candidates.append((rows, explained, probs[-1][rows] * (1.0 - explained), siblings))
     stats = _kind_statistics(images, evidence)
     seen = label_views(images)  # the second model's view of each label (None without one)
     appearance = appearance_factors(images, seen, candidates, num_classes)
@@ -113,12 +122,14 @@ def find_issues(images: list[AuditImage], num_classes: int, img_size: int,
         label_scores, missing_score = _likelihood_scores(images, probs, stats, evidence, candidates, seen, num_classes,
                                                          img_size, settings)
     else:
-        label_scores, missing_score = stats, (lambda found, factor: found)
+        label_scores, missing_score = stats, (lambda found, siblings, factor: found)
     issues: list[Issue] = []
     start = 0
-    for image, p, ev, (rows, explained, found), factor in zip(images, probs, evidence, candidates, appearance):
+    for image, p, ev, (rows, explained, found, siblings), factor in zip(images, probs, evidence, candidates,
+                                                                          appearance):
         issues += _label_issues(image, ev, label_scores[start:start + len(image.classes)], settings)
-        issues += _missing_issues(image, p, rows, explained, factor, missing_score(found, factor), settings)
+        issues += _missing_issues(image, p, rows, explained, factor, missing_score(found, siblings, factor),
+                                  settings)
         start += len(image.classes)
     issues.sort(key=lambda issue: (-issue.score, issue.image, issue.kind))
     return issues
@@ -151,12 +162,13 @@ def _likelihood_scores(images, probs, stats: np.ndarray, evidence, candidates, s
     spurious = CellRatioCurves(simulated.nothing, stats[counted, 2], cell_classes[counted], cell_sizes[counted],
                                num_classes if per_class else 1, NUM_SIZES if per_size else 1)
     # the split's labels (almost all right) against the simulated errors, each read with its confirm
-    confirm = _joined([ev.confirm for ev in evidence], float)
-    ratios = np.stack([ConfirmedRatioCurve(simulated.box, simulated.box_confirm, stats[counted, 0],
-                                           confirm[counted])(stats[:, 0], confirm),
-                       ConfirmedRatioCurve(simulated.wrong_class, simulated.class_confirm, stats[counted, 1],
-                                           confirm[counted])(stats[:, 1], confirm) if num_classes > 1
-                       else np.zeros(len(stats)),
+    band = confirm_band(_joined([ev.confirm for ev in evidence], float))
+    bands = len(CONFIRM_EDGES) + 1
+    ratios = np.stack([BandedRatioCurve(simulated.box, confirm_band(simulated.box_confirm), stats[counted, 0],
+                                        band[counted], bands)(stats[:, 0], band),
+                       BandedRatioCurve(simulated.wrong_class, confirm_band(simulated.class_confirm),
+                                        stats[counted, 1], band[counted], bands)(stats[:, 1], band)
+                       if num_classes > 1 else np.zeros(len(stats)),
                        spurious(stats[:, 2], cell_classes, cell_sizes)], 1)
     ratios[:, :2] = np.where(stats[:, :2] > 0, ratios[:, :2], 0.0)  # no detection there: no evidence at all
     ratios *= label_view_factors(images, seen, simulated, num_classes)  # ones without a second opinion
@@ -164,12 +176,14 @@ def _likelihood_scores(images, probs, stats: np.ndarray, evidence, candidates, s
         other = _joined([np.where(ev.other_det >= 0, im.detections[ev.other_det, 5], -1)
                          for im, ev in zip(images, evidence)], np.int64).astype(np.int64)
         ratios[:, 1] *= confusion_factors(images, num_classes, classes, other)
-    found = np.concatenate([c[2] for c in candidates]) if candidates else np.zeros(0)
-    missing_curve = RatioCurve(simulated.missing, histogram(found))
+    found = _joined([c[2] for c in candidates], float)
+    missing_curve = BandedRatioCurve(simulated.missing, sibling_band(simulated.missing_siblings), found,
+                                     sibling_band(_joined([c[3] for c in candidates], np.int64)), SIBLING_BANDS)
     # the expected missing objects (PRIOR of the labels) spread over the detections that could be one
     missing_prior = min(0.5, settings.prior * max(int(counted.sum()), 1) / max(len(found), 1))
     return posterior(ratios, settings.prior), \
-        lambda values, factor: posterior(missing_curve(values) * factor, missing_prior)
+        lambda values, siblings, factor: posterior(missing_curve(values, sibling_band(siblings)) * factor,
+                                                   missing_prior)
 
 
 def _label_issues(image: AuditImage, ev, scores: np.ndarray, settings: ScoringSettings) -> list[Issue]:

@@ -108,14 +108,14 @@ def label_view_factors(images: list, seen: LabelViews | None, simulated, num_cla
 
 def appearance_factors(images: list, seen: LabelViews | None, candidates: list, num_classes: int) -> list[np.ndarray]:
     """Per image, the AppearanceRatio of each missing candidate (`candidates[i]` = (detection rows, explained,
-    statistic)); ones where the images carry no second opinion."""
+    statistic, ...)); ones where the images carry no second opinion."""
     if seen is None:
-        return [np.ones(len(rows)) for rows, _, _ in candidates]
-    found_views = [views(im.detections[rows, :4], im.opinion, seen.num_views) for im, (rows, _, _) in
+        return [np.ones(len(rows)) for rows, *_ in candidates]
+    found_views = [views(im.detections[rows, :4], im.opinion, seen.num_views) for im, (rows, *_) in
                    zip(images, candidates)]
-    found_classes = [im.detections[rows, 5].astype(np.int64) for im, (rows, _, _) in zip(images, candidates)]
+    found_classes = [im.detections[rows, 5].astype(np.int64) for im, (rows, *_) in zip(images, candidates)]
     ratio = AppearanceRatio(seen.classes[seen.counted], seen.views[seen.counted], np.concatenate(found_classes),
-                            np.concatenate(found_views), np.concatenate([statistic for _, _, statistic in candidates]),
+                            np.concatenate(found_views), np.concatenate([c[2] for c in candidates]),
                             num_classes, seen.num_views)
     return [ratio(classes, v) for classes, v in zip(found_classes, found_views)]
 

@@ -7,6 +7,7 @@ from detect.audit.evidence import (
     label_evidence,
     missing_candidates,
     nothing_seen,
+    seen_confidence,
     suppress_overlaps,
 )
 
@@ -28,7 +29,8 @@ def test_label_evidence_reads_each_detection_by_class_and_overlap():
     np.testing.assert_allclose(ev.other, [0, 0, 0.75])
     assert ev.other_det.tolist() == [-1, -1, 2] and ev.shifted_det.tolist() == [-1, 1, -1]
     np.testing.assert_allclose(ev.anything, [0.95, 0.85, 0.75])
-    np.testing.assert_allclose(ev.seen_conf, [0.9, 0.8, 0.7])  # the raw confidences, for the spurious statistic
+    # the raw confidences, for the spurious statistic; the moved label's detection (IoU 0.43) counts 0.43 / 0.5
+    np.testing.assert_allclose(ev.seen_conf, [0.9, 0.8 * (60 / 140) / 0.5, 0.7])
 
 
 def test_nothing_seen_keeps_the_faint_detections_apart_from_none():
@@ -72,3 +74,10 @@ def test_an_other_class_detection_that_is_another_labels_object_is_not_evidence(
     # without the pizza label, the same box is the table label's other class
     alone = image([[0, 0, 200, 200]], [0], [[10, 10, 190, 190, 0.9, 1]])
     assert label_evidence(alone, np.array([0.9])).other.tolist() == [0.9]
+
+
+def test_a_detection_that_grazes_a_box_counts_as_little_as_it_overlaps():
+    det = np.array([[0, 0, 100, 100, 0.6, 0], [0, 0, 100, 100, 0.2, 3]], float)
+    iou = np.array([[0.25, 0.6], [0.05, 0.05], [0.5, 0.1]])
+    # IoU 0.25: half of 0.6, against 0.2 at full overlap; below 0.1 nothing is seen; at 0.5 the whole confidence
+    np.testing.assert_allclose(seen_confidence(iou, det), [0.3, 0.0, 0.6])

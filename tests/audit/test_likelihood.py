@@ -2,7 +2,15 @@
 
 import numpy as np
 
-from detect.audit.likelihood import CellRatioCurves, ConfirmedRatioCurve, RatioCurve, histogram
+from detect.audit.likelihood import (
+    CONFIRM_EDGES,
+    BandedRatioCurve,
+    CellRatioCurves,
+    RatioCurve,
+    confirm_band,
+    histogram,
+    sibling_band,
+)
 
 WRONG = np.ones(500)  # simulated invented boxes: nothing seen at all
 
@@ -55,11 +63,22 @@ def test_a_confirmed_label_weighs_by_how_often_errors_are_confirmed():
     wrong, wrong_confirm = rng.uniform(0.4, 0.9, 1000), np.where(rng.uniform(size=1000) < 0.02, 0.5, 0.0)
     right = np.concatenate([rng.uniform(0.0, 0.3, 900), rng.uniform(0.4, 0.9, 100)])
     right_confirm = np.concatenate([rng.uniform(0.3, 1.0, 900), np.full(100, 0.5)])
-    curve = ConfirmedRatioCurve(wrong, wrong_confirm, right, right_confirm)
-    unconfirmed, confirmed = curve(np.array([0.6, 0.6]), np.array([0.0, 0.5]))
+    curve = BandedRatioCurve(wrong, confirm_band(wrong_confirm), right, confirm_band(right_confirm),
+                             len(CONFIRM_EDGES) + 1)
+    unconfirmed, confirmed = curve(np.array([0.6, 0.6]), confirm_band(np.array([0.0, 0.5])))
     # the same statistic: strong evidence without a confirming detection, none with one (right labels with a
     # confirming detection show this statistic far more often than errors do)
     assert unconfirmed > 20 and confirmed < 1.0
     # a plain curve of the statistic alone cannot tell them apart
     plain = RatioCurve(wrong, histogram(right))(np.array([0.6]))[0]
     assert confirmed < plain < unconfirmed
+
+
+def test_a_find_alone_in_its_image_weighs_less_when_forgotten_objects_have_company():
+    # removed labels: 80% had another label of their class in the image; unlabelled detections: 30%
+    rng = np.random.default_rng(1)
+    wrong, wrong_siblings = rng.uniform(0.3, 0.9, 1000), (rng.uniform(size=1000) < 0.8).astype(int) * 3
+    right, right_siblings = rng.uniform(0.0, 0.9, 4000), (rng.uniform(size=4000) < 0.3).astype(int)
+    curve = BandedRatioCurve(wrong, sibling_band(wrong_siblings), right, sibling_band(right_siblings), 2)
+    alone, with_company = curve(np.array([0.6, 0.6]), sibling_band(np.array([0, 2])))
+    assert with_company > 5 * alone
