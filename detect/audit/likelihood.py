@@ -28,7 +28,6 @@ from detect.audit.evidence import (
     label_evidence,
     missing_candidates,
     nothing_seen,
-    seen_confidence,
 )
 from detect.ops.boxes_np import box_iou
 
@@ -101,6 +100,13 @@ def sibling_band(count: np.ndarray) -> np.ndarray:
     return np.minimum(np.asarray(count, np.int64), SIBLING_BANDS - 1)
 
 
+def band_ratio(wrong_band: np.ndarray, right_band: np.ndarray, num_bands: int) -> np.ndarray:
+    """Per band: its share among the errors over its share among the split's own cases (add-half smoothed)."""
+    nw = np.bincount(wrong_band, minlength=num_bands) + 0.5
+    nr = np.bincount(right_band, minlength=num_bands) + 0.5
+    return (nw / nw.sum()) / (nr / nr.sum())
+
+
 class BandedRatioCurve:
     """The likelihood ratio of (statistic, band): the band's share under the error over its share among the
     split's own cases, times a RatioCurve of the statistic within the band. For box and class the band is the
@@ -110,9 +116,7 @@ class BandedRatioCurve:
 
     def __init__(self, wrong: np.ndarray, wrong_band: np.ndarray, right: np.ndarray, right_band: np.ndarray,
                  num_bands: int):
-        nw = np.bincount(wrong_band, minlength=num_bands) + 0.5
-        nr = np.bincount(right_band, minlength=num_bands) + 0.5
-        self.band_ratio = (nw / nw.sum()) / (nr / nr.sum())
+        self.band_ratio = band_ratio(wrong_band, right_band, num_bands)
         self.curves = [RatioCurve(wrong[wrong_band == b], histogram(right[right_band == b]))
                        for b in range(num_bands)]
 
@@ -152,8 +156,9 @@ class SimulatedErrors:
     wrong_class: np.ndarray
     nothing: np.ndarray
     missing: np.ndarray
-    box_confirm: np.ndarray  # the confirm of the moved and of the relabelled labels
+    box_confirm: np.ndarray  # the confirm of the moved, the relabelled and the invented labels
     class_confirm: np.ndarray
+    invented_confirm: np.ndarray
     missing_siblings: np.ndarray  # the removed label's class's other labels in its image
     # where they were made, for a second model's view of them (detect.audit.second_opinion): (image, box) of the
     # moved and the invented labels, (image, label) of the relabelled ones
@@ -168,7 +173,8 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
     rng = np.random.default_rng(seed)
     where = [(n, j) for n, im in enumerate(images) for j in np.flatnonzero(~im.difficult)]
     picked = [where[i] for i in rng.permutation(len(where))[:SIMULATED]]
-    box, wrong_class, nothing, missing, box_confirm, class_confirm, siblings = [], [], [], [], [], [], []
+    box, wrong_class, nothing, missing, siblings = [], [], [], [], []
+    box_confirm, class_confirm, invented_confirm = [], [], []
     places: dict[str, list] = {"moved": [], "invented": [], "relabelled": []}
     for n, j in picked:
         image, p = images[n], probs[n]
@@ -186,11 +192,13 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
             class_confirm.append(ev.confirm[j])
             places["relabelled"].append((n, j))
         empty = _empty_box(image, image.boxes[j, 2:] - image.boxes[j, :2], rng)
-        if empty is not None:
+        if empty is not None:  # the invented label, of the picked label's class, read as the split's labels are
             places["invented"].append((n, empty))
-        if empty is not None:
-            det = image.detections
-            nothing.append(float(nothing_seen(seen_confidence(box_iou(empty[None], det[:, :4]), det, window_low)[0])))
+            added = dataclasses.replace(image, boxes=np.concatenate([image.boxes, empty[None]]),
+                                        classes=np.append(image.classes, image.classes[j]))
+            ev = label_evidence(added, p, window_low)
+            nothing.append(float(nothing_seen(ev.seen_conf[-1])))
+            invented_confirm.append(ev.confirm[-1])
         keep = np.arange(len(image.classes)) != j
         fewer = dataclasses.replace(image, boxes=image.boxes[keep], classes=image.classes[keep],
                                     difficult=image.difficult[keep])
@@ -203,5 +211,5 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
                 found = float((p[rows] * (1 - explained))[on_it].max())
         missing.append(found)
         siblings.append(int((fewer.classes == image.classes[j]).sum()))
-    statistics = (box, wrong_class, nothing, missing, box_confirm, class_confirm, siblings)
+    statistics = (box, wrong_class, nothing, missing, box_confirm, class_confirm, invented_confirm, siblings)
     return SimulatedErrors(*(np.asarray(v, float) for v in statistics), **places)

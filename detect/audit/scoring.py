@@ -42,6 +42,7 @@ from detect.audit.likelihood import (
     SIBLING_BANDS,
     BandedRatioCurve,
     CellRatioCurves,
+    band_ratio,
     confirm_band,
     sibling_band,
     simulate,
@@ -122,12 +123,13 @@ def find_issues(images: list[AuditImage], num_classes: int, img_size: int,
         label_scores, missing_score = _likelihood_scores(images, probs, stats, evidence, candidates, seen, num_classes,
                                                          img_size, settings)
     else:
-        label_scores, missing_score = stats, (lambda found, siblings, factor: found)
+        label_scores, missing_score = (stats, _argmax(stats)), (lambda found, siblings, factor: found)
     issues: list[Issue] = []
     start = 0
     for image, p, ev, (rows, explained, found, siblings), factor in zip(images, probs, evidence, candidates,
                                                                           appearance):
-        issues += _label_issues(image, ev, label_scores[start:start + len(image.classes)], settings)
+        end = start + len(image.classes)
+        issues += _label_issues(image, ev, label_scores[0][start:end], label_scores[1][start:end], settings)
         issues += _missing_issues(image, p, rows, explained, factor, missing_score(found, siblings, factor),
                                   settings)
         start += len(image.classes)
@@ -176,21 +178,33 @@ def _likelihood_scores(images, probs, stats: np.ndarray, evidence, candidates, s
         other = _joined([np.where(ev.other_det >= 0, im.detections[ev.other_det, 5], -1)
                          for im, ev in zip(images, evidence)], np.int64).astype(np.int64)
         ratios[:, 1] *= confusion_factors(images, num_classes, classes, other)
+    # the kind: the box ratio holds how rarely a moved box is confirmed; an invented one is as rarely, so the
+    # spurious ratio gets the same credit for the choice (else an unconfirmed label with anything beside it reads
+    # as moved), though not in the score (its statistic, nothing seen, already holds it)
+    choice = ratios.copy()
+    choice[:, 2] *= band_ratio(confirm_band(simulated.invented_confirm), band[counted], bands)[band]
     found = _joined([c[2] for c in candidates], float)
     missing_curve = BandedRatioCurve(simulated.missing, sibling_band(simulated.missing_siblings), found,
                                      sibling_band(_joined([c[3] for c in candidates], np.int64)), SIBLING_BANDS)
     # the expected missing objects (PRIOR of the labels) spread over the detections that could be one
     missing_prior = min(0.5, settings.prior * max(int(counted.sum()), 1) / max(len(found), 1))
-    return posterior(ratios, settings.prior), \
+    return (posterior(ratios, settings.prior), _argmax(choice)), \
         lambda values, siblings, factor: posterior(missing_curve(values, sibling_band(siblings)) * factor,
                                                    missing_prior)
 
 
-def _label_issues(image: AuditImage, ev, scores: np.ndarray, settings: ScoringSettings) -> list[Issue]:
+def _argmax(values: np.ndarray) -> np.ndarray:
+    return values.argmax(1) if len(values) else np.zeros(0, np.int64)
+
+
+def _label_issues(image: AuditImage, ev, scores: np.ndarray, kinds: np.ndarray,
+                  settings: ScoringSettings) -> list[Issue]:
+    """The issues of one image's labels: `scores` [m, 3] the box, class, spurious chances, `kinds` [m] the likeliest
+    (0, 1, 2); a label is listed with its best chance, as its likeliest kind."""
     det = image.detections
     issues = []
     for j in np.flatnonzero(~image.difficult & (scores.max(1, initial=0) >= settings.min_score)):
-        kind = ("box", "class", "spurious")[int(scores[j].argmax())]
+        kind = ("box", "class", "spurious")[int(kinds[j])]
         suggestion = {"box": ev.shifted_det[j], "class": ev.other_det[j]}.get(kind, -1)
         figures = {"confirm": round(float(ev.confirm[j]), 4), "other_class": round(float(ev.other[j]), 4),
                    "shifted": round(float(ev.shifted[j]), 4), "anything": round(float(ev.anything[j]), 4),

@@ -100,3 +100,15 @@ def test_both_methods_rank_the_injected_errors_first():
     for method in ("likelihood", "product"):
         top = find_issues(images, 3, 416, ScoringSettings(method=method, min_score=0.0))[:4]
         assert sorted(i.kind for i in top) == sorted(KINDS), method
+
+
+def test_a_label_on_nothing_with_a_stray_box_beside_it_is_spurious_not_moved():
+    # a faint box of the label's class grazes the invented label (IoU 0.23), as a model that fires everywhere
+    # puts beside empty regions: unconfirmed either way, the label is one on nothing, not one moved off its object
+    images, errors = audit_scene()
+    index, invented, cls = errors["spurious"]
+    im = images[index]
+    stray = [invented[0] + 50, invented[1], invented[2] + 50, invented[3], 0.05, cls]
+    images[index] = dataclasses.replace(im, detections=np.concatenate([im.detections, [stray]]))
+    flagged = [i for i in find_issues(images, 3, 416) if i.image == index and i.box == tuple(invented)]
+    assert [i.kind for i in flagged] == ["spurious"] and flagged[0].score > 0.1
