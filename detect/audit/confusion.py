@@ -23,21 +23,26 @@ import numpy as np
 from detect.ops.boxes_np import box_iou
 
 CO_FIRING_IOU = 0.5
+CO_FIRING_FLOOR = 0.002
 SHRINK = 0.5
 FACTOR_RANGE = (0.1, 10.0)
 
 
 def co_firing(images: list, num_classes: int) -> np.ndarray:
-    """[K, K] summed smaller confidence of detections of two classes at IoU >= CO_FIRING_IOU (symmetric)."""
-    counts = np.zeros((num_classes, num_classes))
+    """[K, K] summed smaller confidence of detections of two classes at IoU >= CO_FIRING_IOU (symmetric). The
+    detections under CO_FIRING_FLOOR are left out: a fifth of the boxes at the 0.001 floor (yolov3-tiny on COCO),
+    whose pairs cost a third of the time and change little (a floor of 0.01 loses much: faint pairs carry the
+    confusions too)."""
+    pairs = np.zeros(num_classes * num_classes)
     for image in images:
-        det = image.detections
+        det = image.detections[image.detections[:, 4] >= CO_FIRING_FLOOR]
         if len(det) < 2:
             continue
         cls = det[:, 5].astype(np.int64)
         i, j = np.nonzero((box_iou(det[:, :4], det[:, :4]) >= CO_FIRING_IOU) & (cls[:, None] != cls[None, :]))
-        np.add.at(counts, (cls[i], cls[j]), np.minimum(det[i, 4], det[j, 4]))
-    return counts
+        pairs += np.bincount(cls[i] * num_classes + cls[j], np.minimum(det[i, 4], det[j, 4]),
+                             minlength=num_classes * num_classes)
+    return pairs.reshape(num_classes, num_classes)
 
 
 def confusion_factors(images: list, num_classes: int, label_classes: np.ndarray, other_classes: np.ndarray):
