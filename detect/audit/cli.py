@@ -3,7 +3,7 @@
     python -m detect.audit --weights best.pt --data data/mine.yaml                 # the val split
     python -m detect.audit --weights yolov3-tiny.weights --cfg yolov3-tiny.cfg --data data/coco.yaml
     python -m detect.audit --data data/mine.yaml --split train --folds 4 -- --weights yolov3-tiny.weights \\
-        --cfg cfg/yolov3-tiny.cfg --epochs 10                                      # each image by a model that never saw it
+        --cfg cfg/yolov3-tiny.cfg --epochs 10                                 # each image by a model that never saw it
     python -m detect.audit --weights best.pt --data data/mine.yaml --second-opinion yolov3-tiny.weights \\
         --second-cfg cfg/yolov3-tiny.cfg                                           # a general model's view of each box
 
@@ -84,7 +84,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "With --folds: the fold runs' starting --weights when their classes are not the dataset's; "
                         "'none' leaves it out")
     p.add_argument("--second-cfg", default=None, help="the --second-opinion model's Darknet .cfg (for .weights)")
-    p.add_argument("--cache-dir", default=None, help="label cache folder (default: $DETECT_CACHE, else ~/.cache/detect)")
+    p.add_argument("--cache-dir", default=None,
+                   help="label cache folder (default: $DETECT_CACHE, else ~/.cache/detect)")
     add_workers_flag(p, "data loader workers")
     add_run_folder_flags(p, "runs/audit")
     args = p.parse_args(argv)

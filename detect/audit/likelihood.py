@@ -8,9 +8,9 @@ simulated errors is the "wrong" one: labels of the split moved by 25-75% of thei
 given a random other class (class), boxes of the split's sizes put where no label is (spurious), labels taken
 away (missing: the statistic of the detection that then has no label). Their ratio, per bin of 0.05 and made
 non-decreasing in the statistic, is the likelihood ratio the score's Bayes rule takes. The box and class ratios
-are read per band of the label's confirm (ConfirmedRatioCurve): a moved or relabelled box is rarely confirmed,
-a right label with a poor detection beside it often is, which the product (1 - confirm) alone undervalues. The
-spurious ratio is
+are read per band of the label's confirm (BandedRatioCurve): a moved or relabelled box is rarely confirmed,
+a right label with a poor detection beside it often is, which the product (1 - confirm) alone undervalues; the
+missing ratio per whether the detection's class is labelled elsewhere in its image. The spurious ratio is
 measured per (class, size) cell, its right density shrunk toward the split's: a class the model rarely finds
 shows "nothing seen" often on correct labels, so nothing seen says little there.
 """
@@ -89,7 +89,7 @@ class CellRatioCurves:
 
 
 CONFIRM_EDGES = np.array([0.02, 0.1, 0.3])  # bands of a label's `confirm`: none, faint, some, strong
-SIBLING_BANDS = 2  # an unlabelled detection's labelled same-class objects in its image: none, one, more
+SIBLING_BANDS = 2  # an unlabelled detection's labelled same-class objects in its image: none, some
 
 
 def confirm_band(confirm: np.ndarray) -> np.ndarray:

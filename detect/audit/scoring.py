@@ -153,7 +153,8 @@ def posterior(ratio: np.ndarray, prior: float) -> np.ndarray:
 
 def _likelihood_scores(images, probs, stats: np.ndarray, evidence, candidates, seen, num_classes: int, img_size: int,
                        settings: ScoringSettings):
-    """(label scores [m, 3], missing score function) by Bayes' rule with the simulated likelihood ratios."""
+    """((label scores [m, 3], each label's likeliest kind [m]), missing score function) by Bayes' rule with the
+    simulated likelihood ratios."""
     simulated = simulate(images, probs, num_classes, settings.window_low)
     counted = ~np.concatenate([im.difficult for im in images]) if images else np.zeros(0, bool)
     per_class, per_size = settings.calibration.per_class, settings.calibration.per_size
