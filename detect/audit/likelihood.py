@@ -89,6 +89,7 @@ class CellRatioCurves:
 
 
 CONFIRM_EDGES = np.array([0.02, 0.1, 0.3])  # bands of a label's `confirm`: none, faint, some, strong
+CONFIRM_BANDS = len(CONFIRM_EDGES) + 1
 SIBLING_BANDS = 2  # an unlabelled detection's labelled same-class objects in its image: none, some
 
 

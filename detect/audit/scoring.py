@@ -38,7 +38,7 @@ from detect.audit.evidence import (
     suppress_overlaps,
 )
 from detect.audit.likelihood import (
-    CONFIRM_EDGES,
+    CONFIRM_BANDS,
     SIBLING_BANDS,
     BandedRatioCurve,
     CellRatioCurves,
@@ -120,16 +120,16 @@ def find_issues(images: list[AuditImage], num_classes: int, img_size: int,
     seen = label_views(images)  # the second model's view of each label (None without one)
     appearance = appearance_factors(images, seen, candidates, num_classes)
     if settings.method == "likelihood":
-        label_scores, missing_score = _likelihood_scores(images, probs, stats, evidence, candidates, seen, num_classes,
-                                                         img_size, settings)
+        (label_scores, label_kinds), missing_score = _likelihood_scores(images, probs, stats, evidence, candidates,
+                                                                        seen, num_classes, img_size, settings)
     else:
-        label_scores, missing_score = (stats, _argmax(stats)), (lambda found, siblings, factor: found)
+        label_scores, label_kinds, missing_score = stats, _argmax(stats), (lambda found, siblings, factor: found)
     issues: list[Issue] = []
     start = 0
     for image, p, ev, (rows, explained, found, siblings), factor in zip(images, probs, evidence, candidates,
                                                                           appearance):
         end = start + len(image.classes)
-        issues += _label_issues(image, ev, label_scores[0][start:end], label_scores[1][start:end], settings)
+        issues += _label_issues(image, ev, label_scores[start:end], label_kinds[start:end], settings)
         issues += _missing_issues(image, p, rows, explained, factor, missing_score(found, siblings, factor),
                                   settings)
         start += len(image.classes)
@@ -156,21 +156,20 @@ def _likelihood_scores(images, probs, stats: np.ndarray, evidence, candidates, s
     """((label scores [m, 3], each label's likeliest kind [m]), missing score function) by Bayes' rule with the
     simulated likelihood ratios."""
     simulated = simulate(images, probs, num_classes, settings.window_low)
-    counted = ~np.concatenate([im.difficult for im in images]) if images else np.zeros(0, bool)
+    counted = ~_joined([im.difficult for im in images], bool)
     per_class, per_size = settings.calibration.per_class, settings.calibration.per_size
-    classes = np.concatenate([im.classes for im in images]) if images else np.zeros(0, np.int64)
-    sizes = np.concatenate([_sizes(im.boxes, im, img_size) for im in images]) if images else np.zeros(0, np.int64)
+    classes = _joined([im.classes for im in images], np.int64)
+    sizes = _joined([_sizes(im.boxes, im, img_size) for im in images], np.int64)
     cell_classes = classes if per_class else np.zeros_like(classes)
     cell_sizes = sizes if per_size else np.zeros_like(sizes)
     spurious = CellRatioCurves(simulated.nothing, stats[counted, 2], cell_classes[counted], cell_sizes[counted],
                                num_classes if per_class else 1, NUM_SIZES if per_size else 1)
     # the split's labels (almost all right) against the simulated errors, each read with its confirm
     band = confirm_band(_joined([ev.confirm for ev in evidence], float))
-    bands = len(CONFIRM_EDGES) + 1
     ratios = np.stack([BandedRatioCurve(simulated.box, confirm_band(simulated.box_confirm), stats[counted, 0],
-                                        band[counted], bands)(stats[:, 0], band),
+                                        band[counted], CONFIRM_BANDS)(stats[:, 0], band),
                        BandedRatioCurve(simulated.wrong_class, confirm_band(simulated.class_confirm),
-                                        stats[counted, 1], band[counted], bands)(stats[:, 1], band)
+                                        stats[counted, 1], band[counted], CONFIRM_BANDS)(stats[:, 1], band)
                        if num_classes > 1 else np.zeros(len(stats)),
                        spurious(stats[:, 2], cell_classes, cell_sizes)], 1)
     ratios[:, :2] = np.where(stats[:, :2] > 0, ratios[:, :2], 0.0)  # no detection there: no evidence at all
@@ -183,7 +182,7 @@ def _likelihood_scores(images, probs, stats: np.ndarray, evidence, candidates, s
     # spurious ratio gets the same credit for the choice (else an unconfirmed label with anything beside it reads
     # as moved), though not in the score (its statistic, nothing seen, already holds it)
     choice = ratios.copy()
-    choice[:, 2] *= band_ratio(confirm_band(simulated.invented_confirm), band[counted], bands)[band]
+    choice[:, 2] *= band_ratio(confirm_band(simulated.invented_confirm), band[counted], CONFIRM_BANDS)[band]
     found = _joined([c[2] for c in candidates], float)
     missing_curve = BandedRatioCurve(simulated.missing, sibling_band(simulated.missing_siblings), found,
                                      sibling_band(_joined([c[3] for c in candidates], np.int64)), SIBLING_BANDS)

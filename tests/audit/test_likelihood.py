@@ -3,7 +3,7 @@
 import numpy as np
 
 from detect.audit.likelihood import (
-    CONFIRM_EDGES,
+    CONFIRM_BANDS,
     BandedRatioCurve,
     CellRatioCurves,
     RatioCurve,
@@ -64,7 +64,7 @@ def test_a_confirmed_label_weighs_by_how_often_errors_are_confirmed():
     right = np.concatenate([rng.uniform(0.0, 0.3, 900), rng.uniform(0.4, 0.9, 100)])
     right_confirm = np.concatenate([rng.uniform(0.3, 1.0, 900), np.full(100, 0.5)])
     curve = BandedRatioCurve(wrong, confirm_band(wrong_confirm), right, confirm_band(right_confirm),
-                             len(CONFIRM_EDGES) + 1)
+                             CONFIRM_BANDS)
     unconfirmed, confirmed = curve(np.array([0.6, 0.6]), confirm_band(np.array([0.0, 0.5])))
     # the same statistic: strong evidence without a confirming detection, none with one (right labels with a
     # confirming detection show this statistic far more often than errors do)
