@@ -4,7 +4,8 @@ measured on the split itself by making each kind of error on its own labels.
 For each kind there is one statistic (detect.audit.scoring): box = shifted * (1 - confirm), class = other *
 (1 - confirm), spurious = nothing_seen(seen_conf), missing = p * (1 - explained) of an unlabelled detection. Its
 density among the split's labels as they are (almost all right) is the "right" density; its density over
-simulated errors is the "wrong" one: labels of the split moved by 25-75% of their size in a random direction (box),
+simulated errors is the "wrong" one: labels of the split moved by 25-75% of their size in a random direction or,
+one in RESIZED_SHARE, drawn 0.5-0.7 or 1.45-2 times their size about their centre (box),
 given a random other class (class), boxes of the split's sizes put where no label is (spurious), labels taken
 away (missing: the statistic of the detection that then has no label). Their ratio, per bin of 0.05 and made
 non-decreasing in the statistic, is the likelihood ratio the score's Bayes rule takes. The box and class ratios
@@ -34,6 +35,8 @@ from detect.ops.boxes_np import box_iou
 NUM_BINS = 20
 SIMULATED = 3000  # labels perturbed per kind (at most): enough for 20 bins, a second on COCO's val
 MOVE_RANGE = (0.25, 0.75)  # of the box's width and height
+RESIZED_SHARE = 0.3  # of the simulated box errors: the right place, clearly another extent
+RESIZE_RANGES = ((0.5, 0.7), (1.45, 2.0))  # each side times this: IoU with the object 0.25-0.49
 TIE_BREAK = 0.01
 
 
@@ -129,11 +132,17 @@ class BandedRatioCurve:
         return out
 
 
-def _moved_box(box: np.ndarray, rng, width: float, height: float) -> np.ndarray:
+def _misplaced_box(box: np.ndarray, rng, width: float, height: float) -> np.ndarray:
+    """A box error made on `box`: moved off its object, or (RESIZED_SHARE) of clearly another extent."""
     w, h = box[2] - box[0], box[3] - box[1]
-    distance, angle = rng.uniform(*MOVE_RANGE), rng.uniform(0, 2 * np.pi)
-    moved = box + np.tile([distance * w * np.cos(angle), distance * h * np.sin(angle)], 2)
-    return np.clip(moved, 0, [width, height, width, height])
+    if rng.uniform() < RESIZED_SHARE:
+        scale = rng.uniform(*RESIZE_RANGES[int(rng.integers(len(RESIZE_RANGES)))])
+        centre, half = (box[:2] + box[2:]) / 2, np.array([w, h]) * scale / 2
+        misplaced = np.concatenate([centre - half, centre + half])
+    else:
+        distance, angle = rng.uniform(*MOVE_RANGE), rng.uniform(0, 2 * np.pi)
+        misplaced = box + np.tile([distance * w * np.cos(angle), distance * h * np.sin(angle)], 2)
+    return np.clip(misplaced, 0, [width, height, width, height])
 
 
 def _empty_box(image: AuditImage, size: np.ndarray, rng, tries: int = 10) -> np.ndarray | None:
@@ -157,15 +166,18 @@ class SimulatedErrors:
     wrong_class: np.ndarray
     nothing: np.ndarray
     missing: np.ndarray
-    box_confirm: np.ndarray  # the confirm of the moved, the relabelled and the invented labels
+    box_confirm: np.ndarray  # the confirm of the misplaced, the relabelled and the invented labels
     class_confirm: np.ndarray
     invented_confirm: np.ndarray
     missing_siblings: np.ndarray  # the removed label's class's other labels in its image
     # where they were made, for a second model's view of them (detect.audit.second_opinion): (image, box) of the
-    # moved and the invented labels, (image, label) of the relabelled ones
-    moved: list = dataclasses.field(default_factory=list)
+    # misplaced and the invented labels, (image, label) of the relabelled ones
+    misplaced: list = dataclasses.field(default_factory=list)
     invented: list = dataclasses.field(default_factory=list)
     relabelled: list = dataclasses.field(default_factory=list)
+    # the detection beside each misplaced and invented label (its `shifted_det`, -1 when none: detect.audit.beside)
+    misplaced_beside: list = dataclasses.field(default_factory=list)
+    invented_beside: list = dataclasses.field(default_factory=list)
 
 
 def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int, window_low: float,
@@ -176,15 +188,17 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
     picked = [where[i] for i in rng.permutation(len(where))[:SIMULATED]]
     box, wrong_class, nothing, missing, siblings = [], [], [], [], []
     box_confirm, class_confirm, invented_confirm = [], [], []
-    places: dict[str, list] = {"moved": [], "invented": [], "relabelled": []}
+    places: dict[str, list] = {"misplaced": [], "invented": [], "relabelled": [], "misplaced_beside": [],
+                               "invented_beside": []}
     for n, j in picked:
         image, p = images[n], probs[n]
         moved = image.boxes.copy()
-        moved[j] = _moved_box(moved[j], rng, image.longer_side, image.longer_side)
+        moved[j] = _misplaced_box(moved[j], rng, image.longer_side, image.longer_side)
         ev = label_evidence(dataclasses.replace(image, boxes=moved), p, window_low)
         box.append(ev.shifted[j] * (1 - ev.confirm[j]))
         box_confirm.append(ev.confirm[j])
-        places["moved"].append((n, moved[j]))
+        places["misplaced"].append((n, moved[j]))
+        places["misplaced_beside"].append(int(ev.shifted_det[j]))
         if num_classes > 1:
             relabelled = image.classes.copy()
             relabelled[j] = (relabelled[j] + rng.integers(1, num_classes)) % num_classes
@@ -200,6 +214,7 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
             ev = label_evidence(added, p, window_low)
             nothing.append(float(nothing_seen(ev.seen_conf[-1])))
             invented_confirm.append(ev.confirm[-1])
+            places["invented_beside"].append(int(ev.shifted_det[-1]))
         keep = np.arange(len(image.classes)) != j
         fewer = dataclasses.replace(image, boxes=image.boxes[keep], classes=image.classes[keep],
                                     difficult=image.difficult[keep])

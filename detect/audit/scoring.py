@@ -10,7 +10,9 @@ With `p` a detection's calibrated probability of being right (detect.audit.calib
   on a log scale (a faint detection is not nothing, though its calibrated chance is as low as none's).
 The score is Bayes' rule: prior odds times the likelihood ratio of the statistic, the ratio measured on the split
 by making each kind of error on its own labels (detect.audit.likelihood; box and class read together with the
-label's confirm), for `class` times how rarely the model itself mixes up the two classes (detect.audit.confusion),
+label's confirm), for `box` and `spurious` times what the detection beside the label says of which error it would
+be (detect.audit.beside), for `class` times how rarely the model itself mixes up the two classes
+(detect.audit.confusion),
 the prior `PRIOR` of a label being wrong in each way (for `missing`, spread over the unlabelled detections:
 PRIOR * labels / candidates). So a score is a chance, the same for every kind: 0.6 is a likelier error than 0.4,
 whatever their kinds; the list stops at the prior (evidence that does not make the error likelier). `method="product"`
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from detect.audit.beside import beside_factors
 from detect.audit.calibration import NUM_SIZES, CalibrationSettings, ConfidenceCalibration, size_bucket
 from detect.audit.confusion import confusion_factors
 from detect.audit.evidence import (
@@ -174,6 +177,7 @@ def _likelihood_scores(images, probs, stats: np.ndarray, evidence, candidates, s
                        spurious(stats[:, 2], cell_classes, cell_sizes)], 1)
     ratios[:, :2] = np.where(stats[:, :2] > 0, ratios[:, :2], 0.0)  # no detection there: no evidence at all
     ratios *= label_view_factors(images, seen, simulated, num_classes)  # ones without a second opinion
+    ratios *= beside_factors(images, evidence, simulated, seen, num_classes)
     if num_classes > 1:
         other = _joined([np.where(ev.other_det >= 0, im.detections[ev.other_det, 5], -1)
                          for im, ev in zip(images, evidence)], np.int64).astype(np.int64)

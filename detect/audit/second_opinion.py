@@ -39,7 +39,7 @@ def views(boxes: np.ndarray, opinion: np.ndarray, num_views: int) -> np.ndarray:
     return np.where(on_it.any(1), opinion[best, 5].astype(np.int64), none)
 
 
-def _shares(counts: np.ndarray) -> np.ndarray:
+def class_shares(counts: np.ndarray) -> np.ndarray:
     """[classes, views] shares, each class shrunk toward all classes' shares (add-half smoothed)."""
     return shrunk_shares(counts, (counts.sum(0) + 0.5) / (counts.sum() + 0.5 * counts.shape[1]))
 
@@ -53,7 +53,7 @@ class AppearanceRatio:
         np.add.at(labels, (label_classes, label_views), 1.0)
         found = np.zeros((num_classes, num_views))
         np.add.at(found, (found_classes, found_views), found_weights)
-        self.table = _shares(labels) / _shares(found)
+        self.table = class_shares(labels) / class_shares(found)
 
     def __call__(self, classes: np.ndarray, views_: np.ndarray) -> np.ndarray:
         return self.table[classes, views_]
@@ -80,7 +80,8 @@ def label_views(images: list) -> LabelViews | None:
                       np.concatenate(per_image), ~np.concatenate([im.difficult for im in images]))
 
 
-def _pooled(view_list: list[int], num_views: int) -> np.ndarray:
+def pooled_shares(view_list, num_views: int) -> np.ndarray:
+    """[views] the shares of `view_list`, all classes together (add-half smoothed)."""
     return (np.bincount(np.asarray(view_list, np.int64), minlength=num_views) + 0.5) / \
         (len(view_list) + 0.5 * num_views)
 
@@ -95,14 +96,14 @@ def label_view_factors(images: list, seen: LabelViews | None, simulated, num_cla
         return np.ones((sum(len(image.classes) for image in images), 3))
     counts = np.zeros((num_classes, seen.num_views))
     np.add.at(counts, (seen.classes[seen.counted], seen.views[seen.counted]), 1.0)
-    right = _shares(counts)[seen.classes, seen.views]
+    right = class_shares(counts)[seen.classes, seen.views]
 
     def seen_on(boxes) -> list[int]:
         return [int(views(box[None], images[n].opinion, seen.num_views)[0]) for n, box in boxes]
 
-    wrong = [_pooled(seen_on(simulated.moved), seen.num_views),
-             _pooled([int(seen.per_image[n][j]) for n, j in simulated.relabelled], seen.num_views),
-             _pooled(seen_on(simulated.invented), seen.num_views)]
+    wrong = [pooled_shares(seen_on(simulated.misplaced), seen.num_views),
+             pooled_shares([int(seen.per_image[n][j]) for n, j in simulated.relabelled], seen.num_views),
+             pooled_shares(seen_on(simulated.invented), seen.num_views)]
     return np.stack([w[seen.views] / right for w in wrong], 1)
 
 
