@@ -23,6 +23,7 @@ import numpy as np
 
 from detect.audit.likelihood import SimulatedErrors, band_ratio
 from detect.audit.second_opinion import LabelViews, class_shares, pooled_shares, views
+from detect.ops.boxes_np import MIN_UNION, aligned_box_iou, box_area
 
 AREA_EDGES = np.log([1.5, 3.0])  # |log(area beside / area of the label)|: the same size, another, unrelated
 OVERLAP_EDGE = 0.2  # IoU of the pair: a misplaced label mostly overlaps its object more, a random box less
@@ -40,14 +41,9 @@ class Pairs:
 
 def pair_bands(pairs: Pairs) -> np.ndarray:
     """[k] the band of each pair (the module docstring)."""
-    def area(b):
-        return np.maximum((b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]), 1e-9)
-
-    a, b = pairs.label, pairs.beside
-    inter = (np.minimum(a[:, 2:], b[:, 2:]) - np.maximum(a[:, :2], b[:, :2])).clip(0).prod(1)
-    iou = inter / (area(a) + area(b) - inter)
-    size = np.digitize(np.abs(np.log(area(b) / area(a))), AREA_EDGES)
-    return (size * 2 + (iou >= OVERLAP_EDGE)).astype(np.int64)
+    ratio = np.maximum(box_area(pairs.beside), MIN_UNION) / np.maximum(box_area(pairs.label), MIN_UNION)
+    size = np.digitize(np.abs(np.log(ratio)), AREA_EDGES)
+    return (size * 2 + (aligned_box_iou(pairs.label, pairs.beside) >= OVERLAP_EDGE)).astype(np.int64)
 
 
 def split_pairs(images: list, evidence: list) -> tuple[np.ndarray, Pairs]:

@@ -1,5 +1,6 @@
-"""Box areas and the pairwise IoU on NumPy arrays of xyxy boxes (left, top, right, bottom), for the metrics,
-which run on host arrays and should not import torch for them (detect.ops.boxes is the torch family).
+"""Box areas, the pairwise IoU and the IoU of aligned pairs on NumPy arrays of xyxy boxes (left, top, right,
+bottom), for the metrics, which run on host arrays and should not import torch for them (detect.ops.boxes is the
+torch family).
 
 Coordinates are continuous (no +1 on the sides, as COCOeval and Darknet compute them). A box with a negative
 side has area 0, as in detect.ops.boxes.box_area.
@@ -32,3 +33,9 @@ def box_iou(a: np.ndarray, b: np.ndarray, crowd: np.ndarray | None = None) -> np
     if crowd is not None:
         union = np.where(crowd[None, :], area_a[:, None], union)
     return inter / np.maximum(union, MIN_UNION)
+
+
+def aligned_box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU [N] of each row pair of xyxy boxes a [N, 4] and b [N, 4] (box_iou's diagonal, without its N x N)."""
+    inter = np.prod((np.minimum(a[:, 2:4], b[:, 2:4]) - np.maximum(a[:, :2], b[:, :2])).clip(0), axis=1)
+    return inter / np.maximum(box_area(a) + box_area(b) - inter, MIN_UNION)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from detect.ops import boxes
-from detect.ops.boxes_np import box_area, box_iou
+from detect.ops.boxes_np import aligned_box_iou, box_area, box_iou
 
 A = np.array([[0.0, 0.0, 2.0, 2.0], [0.0, 0.0, 1.0, 1.0]])
 B = np.array([[1.0, 1.0, 3.0, 3.0], [0.0, 0.0, 2.0, 2.0], [5.0, 5.0, 6.0, 6.0]])
@@ -75,3 +75,11 @@ def test_both_old_callers_get_their_old_numbers(seed):
     np.testing.assert_array_equal(box_iou(a, b), _old_unclipped_iou(a, b))
     np.testing.assert_array_equal(box_iou(a, b, crowd), _old_unclipped_iou(a, b, crowd))
     assert (box_iou(a, b) > 0).sum() > 20  # and overlapping pairs too
+
+
+def test_aligned_pairs_are_the_pairwise_diagonal():
+    rng = np.random.default_rng(3)
+    a = np.concatenate([rng.uniform(0, 50, (20, 2)), rng.uniform(60, 120, (20, 2))], 1)
+    b = a + rng.uniform(-40, 40, (20, 4))
+    np.testing.assert_allclose(aligned_box_iou(a, b), np.diag(box_iou(a, b)))
+    assert aligned_box_iou(np.array([[0, 0, 10, 10.0]]), np.array([[5, 0, 15, 10.0]]))[0] == pytest.approx(1 / 3)
