@@ -58,6 +58,9 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--dataset", default="coco-tiny", choices=tuple(DATASETS))
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--share", type=float, default=0.03, help="share of the boxes per kind of error")
+    p.add_argument("--resized", action="store_true",
+                   help="box errors drawn at another extent about their centre (each side x0.55-0.7 or x1.45-1.8) "
+                        "instead of moved (kangaroo --reuse: a folder made with the same choice)")
     p.add_argument("--folds", type=int, default=3, help="kangaroo: fold models")
     p.add_argument("--epochs", type=int, default=10, help="kangaroo: each fold's fine-tune")
     p.add_argument("--nproc", type=int, default=2, help="kangaroo: train.py processes per fold")
@@ -159,7 +162,7 @@ def kangaroo_seed(args, records, names, seed: int, out: Path, ctx, run_options) 
     """(audit images, injected errors, input size) of one seed: the corrupted copy audited by its fold models."""
     folder = out / f"seed{seed}"
     saved = folder / "audit_inputs.pkl"
-    corrupted = inject(records, len(names), args.share, seed)
+    corrupted = inject(records, len(names), args.share, seed, resized=args.resized)
     if args.reuse and saved.is_file():
         images, img_size = pickle.loads(saved.read_bytes())
         return images, corrupted.errors, img_size
@@ -220,7 +223,7 @@ def main(argv=None) -> int:
         else:
             print(f"yolov3-tiny on coco-tiny val: mAP@0.5 {found.result.map50:.3f}")
         for seed in range(args.seeds):
-            corrupted = inject(records, len(names), args.share, seed)
+            corrupted = inject(records, len(names), args.share, seed, resized=args.resized)
             per_seed.append(score_seed(corrupted_images(base, corrupted), corrupted.errors, len(names),
                                        found.img_size))
             counts.append(len(corrupted.errors))

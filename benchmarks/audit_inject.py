@@ -56,6 +56,13 @@ def _moved(box: np.ndarray, rng, width: int, height: int) -> np.ndarray | None:
     return moved
 
 
+def _resized(box: np.ndarray, rng, width: int, height: int) -> np.ndarray:
+    """The box drawn at another extent about its centre: each side 0.55-0.7 or 1.45-1.8 times (IoU 0.3-0.49)."""
+    scale = rng.uniform(0.55, 0.7) if rng.uniform() < 0.5 else rng.uniform(1.45, 1.8)
+    centre, half = (box[:2] + box[2:]) / 2, (box[2:] - box[:2]) * scale / 2
+    return np.concatenate([centre - half, centre + half]).clip(0, [width, height, width, height])
+
+
 def _invented(boxes: list[np.ndarray], sizes, rng, image: int, wh: np.ndarray) -> np.ndarray | None:
     w, h = sizes[rng.integers(len(sizes))]
     width, height = wh[image]
@@ -71,8 +78,9 @@ def _invented(boxes: list[np.ndarray], sizes, rng, image: int, wh: np.ndarray) -
     return box
 
 
-def inject(records, num_classes: int, share: float, seed: int, kinds=KINDS) -> Corrupted:
-    """Each kind of `kinds` on `share` of the split's (non-difficult) boxes; `class` needs two classes."""
+def inject(records, num_classes: int, share: float, seed: int, kinds=KINDS, resized: bool = False) -> Corrupted:
+    """Each kind of `kinds` on `share` of the split's (non-difficult) boxes; `class` needs two classes. The box
+    errors are moved boxes, or with `resized` boxes drawn at another extent in place."""
     rng = np.random.default_rng(seed)
     boxes = [np.asarray(r.boxes, np.float64).reshape(-1, 4).copy() for r in records]
     classes = [np.asarray(r.classes, np.int64).copy() for r in records]
@@ -95,7 +103,7 @@ def inject(records, num_classes: int, share: float, seed: int, kinds=KINDS) -> C
                 removed.setdefault(i, []).append(j)
                 errors.append(Injected(i, kind, *truth, truth))
             elif kind == "box":
-                moved = _moved(box, rng, *wh[i])
+                moved = _resized(box, rng, *wh[i]) if resized else _moved(box, rng, *wh[i])
                 if moved is None:
                     continue
                 errors.append(Injected(i, kind, tuple(moved), truth[1], truth))

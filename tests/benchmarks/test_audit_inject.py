@@ -98,3 +98,18 @@ def test_the_ceiling_counts_the_errors_the_detections_give_away():
     shares = seen_share(corrupted.errors, detections, 0.95)
     assert shares["missing"] == shares["box"] == shares["class"] == 0.0 and shares["spurious"] == 1.0
     assert shares["all"] == 0.25
+
+
+def test_resized_box_errors_keep_the_centre_and_change_the_extent():
+    records = _records()
+    corrupted = inject(records, 3, 0.05, seed=7, resized=True)
+    resized = [e for e in corrupted.errors if e.kind == "box"]
+    assert len(resized) == 9
+    for e in resized:
+        box, truth = np.array(e.box), np.array(e.truth[0])
+        ratio = (box[2:] - box[:2]) / (truth[2:] - truth[:2])
+        inside = (box > 0).all() and box[2] < records[e.image].width and box[3] < records[e.image].height
+        if inside:  # not cut by the image's edge: the same centre, each side 0.55-0.7 or 1.45-1.8 times
+            np.testing.assert_allclose((box[:2] + box[2:]) / 2, (truth[:2] + truth[2:]) / 2)
+            assert np.allclose(ratio, ratio[0]) and (0.55 <= ratio[0] <= 0.7 or 1.45 <= ratio[0] <= 1.8)
+        assert box_iou(box[None], truth[None])[0, 0] < 0.5
