@@ -208,7 +208,8 @@ def main(argv=None) -> int:
     ctx = dist.init_distributed("cpu")
     data, splits = DATASETS[args.dataset]
     records, names = _source_records(data, splits)
-    options = InferenceOptions(img_size=args.img_size, augment=args.augment, slice_size=args.slice, conf=args.conf, max_det=args.max_det)
+    options = InferenceOptions(img_size=args.img_size, augment=args.augment, slice_size=args.slice, conf=args.conf,
+                               max_det=args.max_det)
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="audit-bench-"))
     start = time.perf_counter()
     per_seed, counts = [], []
