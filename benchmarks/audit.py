@@ -67,6 +67,9 @@ def parse_args(argv) -> argparse.Namespace:
     p.add_argument("--img-size", type=int, default=416)
     p.add_argument("--augment", action="store_true", help="the audit's model run with test-time augmentation")
     p.add_argument("--slice", type=int, default=None, help="the audit's model run sliced into tiles of this size")
+    p.add_argument("--whole", action="store_true",
+                   help="the audit's model run on whole images only (detect.audit --slice off; default: --slice "
+                        "auto, whole or tiles by the model's mAP@0.5 on the split)")
     p.add_argument("--conf", type=float, default=None, help="the audit's detection floor (default: detect.audit's)")
     p.add_argument("--max-det", type=int, default=None, help="detections kept an image (default: detect.audit's)")
     p.add_argument("--no-second-opinion", action="store_true",
@@ -171,7 +174,7 @@ def kangaroo_seed(args, records, names, seed: int, out: Path, ctx, run_options) 
     train_args = ("--cfg", str(ROOT / "cfg" / "yolov3-tiny.cfg"), "--weights",
                   str(SHARED / "weights" / "yolov3-tiny.weights"), "--epochs", str(args.epochs), "--img-size",
                   str(args.img_size), "--batch-size", "8")
-    run = ModelRun("", None, str(spec), "train", run_options, workers=2)
+    run = ModelRun("", None, str(spec), "train", run_options, workers=2, choose_tiles=not args.whole)
     detections, map50s, img_size = fold_detections(source, FoldPlan(args.folds, train_args, args.nproc),
                                                    folder / "folds", run, ctx)
     print(f"seed {seed}: fold models' mAP@0.5 on their held-out folds: {', '.join(f'{m:.3f}' for m in map50s)}")
@@ -216,7 +219,7 @@ def main(argv=None) -> int:
     if args.dataset == "coco-tiny":
         found = detect_split(ModelRun(str(SHARED / "weights" / "yolov3-tiny.weights"),
                                       str(SHARED / "darknet-cfg" / "yolov3-tiny.cfg"), str(ROOT / data), "val",
-                                      options, workers=2), ctx)
+                                      options, workers=2, choose_tiles=not args.whole), ctx)
         base = audit_images(found.source, found.detections)
         if args.oracle is not None:
             base = oracle_detections(base, args.oracle, len(names))

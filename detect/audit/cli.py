@@ -66,7 +66,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--cfg", help="Darknet .cfg (optional for .pt checkpoints, which carry their cfg)")
     p.add_argument("--data", required=True, help="dataset spec (data/*.yaml), a Darknet obj.data or an export folder")
     p.add_argument("--split", default="val", choices=("train", "val", "test"), help="the split whose labels to audit")
-    add_inference_flags(p, AUDIT, batch_help="batch size")
+    add_inference_flags(p, AUDIT, batch_help="batch size", slice_choice=True)
     p.add_argument("--min-score", type=float, default=ScoringSettings.min_score,
                    help="list issues scoring at least this (the score is the chance the label is wrong)")
     p.add_argument("--top", type=int, default=36, help="issues on the contact sheet (issues_sheet.jpg)")
@@ -121,7 +121,8 @@ def run(args) -> list[dict] | None:
     setup_logging(ctx.rank, ctx.world_size)
     try:
         model_run = ModelRun(args.weights or "", args.cfg, args.data, args.split, inference_options(args),
-                             args.workers, Path(args.cache_dir) if args.cache_dir else None)
+                             args.workers, Path(args.cache_dir) if args.cache_dir else None,
+                             choose_tiles=args.slice == "auto")
         run_dir = dist.broadcast_object(next_run_dir(args.project, args.name) if ctx.is_main else None)
         if args.folds:
             from detect.audit.folds import FoldPlan, fold_detections

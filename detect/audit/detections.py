@@ -2,12 +2,20 @@
 the Predictor's NMS), its detections kept per image, and the split's images as the audit reads them; a second
 model's pass over the same images (--second-opinion: detect.audit.second_opinion reads it).
 
+Tiles (`--slice auto`, the audit's default): the model runs over the split whole and in tiles of half the images'
+median longer side (detect.ops.slicing: each tile at the model's input size, so objects are seen at about twice
+the scale, merged with the whole-image pass), and the pass whose mAP@0.5 on the split's own labels (almost all
+right) is higher is audited. A detector that finds small objects better in tiles (yolov3-tiny on COCO: 0.450 ->
+0.494) then audits with them; one whose objects fill the image and which tiles cut into parts (the kangaroo fold
+models: 0.67 -> 0.55) keeps the whole images. Cost: the tiled pass, about as many model passes as tiles plus one.
+
 The checks detect.val makes come first and fail in one line: a split that is missing or holds no label, weights
 whose classes are not the dataset's (compared by name: detect.evaluation.class_order).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +47,7 @@ class ModelRun:
     options: InferenceOptions
     workers: int = 0
     cache_dir: Path | None = None
+    choose_tiles: bool = False  # --slice auto: also run in tiles, keep the pass with the higher mAP@0.5 (detect_split)
 
 
 @dataclass
@@ -57,8 +66,29 @@ def refuse_unlabelled(source, data: str, split: str) -> None:
                          f"split has its labels (or choose another with --split)")
 
 
+def tile_size(records) -> int:
+    """Half the median longer side of the images, in pixels, rounded to a multiple of 32 (at least 32)."""
+    sides = [max(r.width, r.height) for r in records if r.width and r.height]
+    return max(32, int(round(float(np.median(sides)) / 2 / 32)) * 32) if sides else 32
+
+
 def detect_split(run: ModelRun, ctx) -> SplitDetections:
-    """Collective: the split's detections (gathered on rank 0) and the model's metrics there."""
+    """Collective: the split's detections (gathered on rank 0) and the model's metrics there; with
+    `run.choose_tiles` (and no tile size given), those of the whole images or of tiles, whichever pass scores the
+    higher mAP@0.5 on the split (the module docstring)."""
+    whole = _detect_split(run, ctx)
+    if not run.choose_tiles or run.options.slice_size is not None:
+        return whole
+    size = tile_size(whole.source.records)
+    tiled = _detect_split(dataclasses.replace(run, options=dataclasses.replace(run.options, slice_size=size)), ctx)
+    use_tiles = dist.broadcast_object(tiled.result.map50 > whole.result.map50 if ctx.is_main else None)
+    log.info("the model on the %s split: mAP@0.5 %.3f on whole images, %.3f with tiles of %d px: the audit uses %s "
+             "(--slice off or --slice SIZE to choose)", run.split, whole.result.map50, tiled.result.map50, size,
+             "the tiles" if use_tiles else "the whole images")
+    return tiled if use_tiles else whole
+
+
+def _detect_split(run: ModelRun, ctx) -> SplitDetections:
     from detect.val import open_checked_split
 
     handle = load_model(run.weights, run.cfg, run.options, ctx.device, cache_dir=run.cache_dir)

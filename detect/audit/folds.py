@@ -11,6 +11,7 @@ on (K - 1) / K of the split each, about K - 1 times one training on all of it, p
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -119,8 +120,7 @@ def fold_detections(source, plan: FoldPlan, folder: Path, run: ModelRun, ctx) ->
     map50s, img_size = [], 0
     for k, spec in enumerate(specs):
         best = train_fold(plan, spec, folder, k)
-        found = detect_split(ModelRun(str(best), None, str(spec), "val", run.options, run.workers, run.cache_dir),
-                             ctx)
+        found = detect_split(dataclasses.replace(run, weights=str(best), cfg=None, data=str(spec), split="val"), ctx)
         detections.update(found.detections)
         map50s.append(found.result.map50)
         img_size = found.img_size

@@ -30,11 +30,13 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", required=True, help=".weights, .pt checkpoint or .onnx (detect.export)")
 
 
-def add_inference_flags(p: argparse.ArgumentParser, defaults: ToolDefaults, *, batch_help: str) -> None:
+def add_inference_flags(p: argparse.ArgumentParser, defaults: ToolDefaults, *, batch_help: str,
+                        slice_choice: bool = False) -> None:
     """--img-size, --batch-size, --conf, --iou, --max-det, --square, --resize, --augment, --slice, --overlap, --amp,
     --half, --device and --backend. --conf, --iou, --max-det and --batch-size default to None (not given: the
     tool's `defaults` apply in detect.inference.options.build_settings, so a value given equal to a default is
-    still given); their help states `defaults`."""
+    still given); their help states `defaults`. `slice_choice`: --slice also takes `auto` (its default: the tool
+    chooses) and `off` (detect.audit)."""
     p.add_argument("--img-size", "--img", dest="img", type=int, default=None,
                    help="input size (long side), a multiple of the model's largest stride (default: the size a .pt "
                         "was trained at, else the cfg's [net] size; an ONNX export's own size)")
@@ -56,7 +58,7 @@ def add_inference_flags(p: argparse.ArgumentParser, defaults: ToolDefaults, *, b
     p.add_argument("--augment", action="store_true",
                    help="test-time augmentation: the images also at 0.83 (mirrored) and 0.67 of the size, every "
                         "pass's boxes merged by one NMS (about 2x the inference time)")
-    add_slice_flags(p)
+    add_slice_flags(p, slice_choice)
     p.add_argument("--amp", default="off", choices=tuple(AMP_DTYPES),
                    help="autocast precision of the model's forward pass on CUDA (ignored on the CPU)")
     p.add_argument("--half", dest="amp", action="store_const", const="fp16", help="same as --amp fp16")
@@ -88,12 +90,23 @@ def _number(kind, name: str, low: float, high: float):
     return parse
 
 
-def add_slice_flags(p: argparse.ArgumentParser) -> None:
-    """--slice SIZE and --overlap F (sliced inference, detect.ops.slicing), checked as they parse."""
-    p.add_argument("--slice", type=_number(int, "tile size (a positive number of pixels)", 1, float("inf")),
-                   default=None, metavar="SIZE",
-                   help="sliced inference for small objects in large images: tiles of SIZE pixels, each run at "
-                        "--img-size, plus the whole image; boxes mapped back and merged by class-wise NMS")
+def add_slice_flags(p: argparse.ArgumentParser, choice: bool = False) -> None:
+    """--slice SIZE and --overlap F (sliced inference, detect.ops.slicing), checked as they parse. `choice`:
+    --slice also takes `auto` (the default: the tool decides, detect.audit.detections) and `off`."""
+    size = _number(int, "tile size (a positive number of pixels)", 1, float("inf"))
+    what = ("sliced inference for small objects in large images: tiles of SIZE pixels, each run at --img-size, plus "
+            "the whole image; boxes mapped back and merged by class-wise NMS")
+    if choice:
+        def size_or_choice(text: str):
+            return text if text in ("auto", "off") else size(text)
+
+        size_or_choice.__name__ = "tile size (a positive number of pixels, auto or off)"
+        p.add_argument("--slice", type=size_or_choice, default="auto", metavar="SIZE|auto|off",
+                       help=f"{what}. auto: the model runs over the split whole and in tiles of half the images' "
+                            f"median longer side, and the pass with the higher mAP@0.5 on the split's labels is "
+                            f"audited; off: whole images only")
+    else:
+        p.add_argument("--slice", type=size, default=None, metavar="SIZE", help=what)
     p.add_argument("--overlap", type=_number(float, "overlap (a fraction in [0, 1))", 0, 1),
                    default=DEFAULT_OVERLAP, metavar="F",
                    help=f"with --slice: neighbouring tiles overlap by at least this fraction of SIZE "
@@ -121,7 +134,8 @@ def inference_options(args: argparse.Namespace) -> InferenceOptions:
     the parser has them) become the typed options every tool and library function takes."""
     return InferenceOptions(
         img_size=args.img, conf=args.conf, iou=args.iou, max_det=args.max_det, batch_size=args.batch,
-        square=args.square, resize=args.resize, augment=args.augment, slice_size=args.slice,
+        square=args.square, resize=args.resize, augment=args.augment,
+        slice_size=args.slice if isinstance(args.slice, int) else None,
         slice_overlap=args.overlap, amp=args.amp, backend=args.backend,
         multi_label=False if getattr(args, "single_label", False) else None,
         merge=False if getattr(args, "no_merge", False) else None)

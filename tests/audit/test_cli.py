@@ -28,7 +28,7 @@ def test_coco_tiny_audit_writes_ranked_issues_pictures_and_label_places(tmp_path
     cfg = SHARED / "darknet-cfg" / "yolov3-tiny.cfg"
     args = ["--weights", str(WEIGHTS), "--cfg", str(cfg), "--data", "data/coco-tiny.yaml", "--img", "416",
             "--device", "cpu", "--workers", "0", "--project", str(tmp_path), "--name", "a", "--save-images", "2",
-            "--top", "12"]
+            "--top", "12", "--slice", "off"]
     assert main(args) == 0
     out = capsys.readouterr().out
     run = tmp_path / "a"
@@ -63,7 +63,8 @@ def test_coco_tiny_audit_writes_ranked_issues_pictures_and_label_places(tmp_path
 def test_the_train_split_without_folds_says_what_it_hides(tmp_path, capsys):
     cfg = SHARED / "darknet-cfg" / "yolov3-tiny.cfg"
     assert main(["--weights", str(WEIGHTS), "--cfg", str(cfg), "--data", "data/coco-tiny.yaml", "--split", "train",
-                 "--img", "320", "--device", "cpu", "--workers", "0", "--project", str(tmp_path), "--top", "0"]) == 0
+                 "--img", "320", "--device", "cpu", "--workers", "0", "--project", str(tmp_path), "--top", "0",
+                 "--slice", "off"]) == 0
     assert capsys.readouterr().out.count(TRAINED_ON_IT) == 1
 
 
@@ -144,9 +145,22 @@ def test_folds_take_their_starting_weights_as_second_opinion_only_when_of_other_
     (["--data", "d.yaml", "--weights", "w.pt", "--min-score", "2"], "in [0, 1]"),
     (["--data", "d.yaml", "--weights", "w.pt", "--second-cfg", "c.cfg"], "give --second-opinion"),
     (["--data", "d.yaml", "--weights", "w.pt", "--second-opinion", "d.weights"], "--second-cfg is required: d.weights"),
+    (["--data", "d.yaml", "--weights", "w.pt", "--slice", "big"], "invalid tile size"),
+    (["--data", "d.yaml", "--weights", "w.pt", "--slice", "0"], "invalid tile size"),
 ])
 def test_flag_mistakes_are_refused_by_the_parser(argv, words, capsys):
     with pytest.raises(SystemExit) as stopped:
         main(argv)
     assert stopped.value.code == 2
     assert words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given, slice_size", [([], None), (["--slice", "auto"], None), (["--slice", "off"], None),
+                                               (["--slice", "320"], 320)])
+def test_slice_is_auto_unless_turned_off_or_sized(given, slice_size):
+    from detect.audit.cli import parse_args
+    from detect.inference.cli_flags import inference_options
+
+    args = parse_args(["--data", "d.yaml", "--weights", "w.pt", *given])
+    assert args.slice == (given[1] if given and given[1] != "320" else ("auto" if not given else 320))
+    assert inference_options(args).slice_size == slice_size
