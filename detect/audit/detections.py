@@ -7,7 +7,9 @@ median longer side (detect.ops.slicing: each tile at the model's input size, so 
 the scale, merged with the whole-image pass), and the pass whose mAP@0.5 on the split's own labels (almost all
 right) is higher is audited. A detector that finds small objects better in tiles (yolov3-tiny on COCO: 0.450 ->
 0.494) then audits with them; one whose objects fill the image and which tiles cut into parts (the kangaroo fold
-models: 0.67 -> 0.55) keeps the whole images. Cost: the tiled pass, about as many model passes as tiles plus one.
+models: 0.67 -> 0.55) keeps the whole images. Cost: the tiled pass, about as many model passes as tiles plus one;
+where that would be more than MAX_TILES an image on average (images of very different sizes, where half the median
+side cuts the largest into hundreds of tiles), the tiles are not tried.
 
 The checks detect.val makes come first and fail in one line: a split that is missing or holds no label, weights
 whose classes are not the dataset's (compared by name: detect.evaluation.class_order).
@@ -31,9 +33,12 @@ from detect.evaluation.model_eval import Feed, evaluate_model, rank_steps, whole
 from detect.inference.loading import class_names
 from detect.inference.options import AUDIT, InferenceOptions, build_settings, load_model
 from detect.inference.predictor import Predictor
+from detect.ops.slicing import needs_tiles, tile_grid
 from detect.runtime import dist
 
 log = logging.getLogger("detect.audit")
+
+MAX_TILES = 16  # tiles an image on average beyond which the tiled pass is not tried (a split of mixed resolutions)
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,13 @@ def tile_size(records) -> int:
     return max(32, int(round(float(np.median(sides)) / 2 / 32)) * 32) if sides else 32
 
 
+def mean_tiles(records, size: int, overlap: float) -> float:
+    """The tiles an image of `records` is cut into at `size` on average (0 for one that fits in a tile)."""
+    counts = [len(tile_grid(r.width, r.height, size, overlap)) if needs_tiles(r.width, r.height, size) else 0
+              for r in records if r.width and r.height]
+    return float(np.mean(counts)) if counts else 0.0
+
+
 def detect_split(run: ModelRun, ctx) -> SplitDetections:
     """Collective: the split's detections (gathered on rank 0) and the model's metrics there; with
     `run.choose_tiles` (and no tile size given), those of the whole images or of tiles, whichever pass scores the
@@ -80,6 +92,11 @@ def detect_split(run: ModelRun, ctx) -> SplitDetections:
     if not run.choose_tiles or run.options.slice_size is not None:
         return whole
     size = tile_size(whole.source.records)
+    tiles = mean_tiles(whole.source.records, size, run.options.slice_overlap)
+    if tiles > MAX_TILES:
+        log.info("the audit uses the whole images: tiles of %d px (half the median side) would be %.0f model passes an "
+                 "image on average, the images' sizes vary that much (--slice SIZE to choose tiles)", size, tiles)
+        return whole
     tiled = _detect_split(dataclasses.replace(run, options=dataclasses.replace(run.options, slice_size=size)), ctx)
     use_tiles = dist.broadcast_object(tiled.result.map50 > whole.result.map50 if ctx.is_main else None)
     log.info("the model on the %s split: mAP@0.5 %.3f on whole images, %.3f with tiles of %d px: the audit uses %s "
