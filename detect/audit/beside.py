@@ -82,18 +82,18 @@ def beside_factors(images: list, evidence: list, simulated: SimulatedErrors, see
     for column, pairs in wrong.items():
         out[has, column] = band_ratio(pair_bands(pairs), reference, BANDS)[right_band]
     if seen is not None:
-        right_views = _views(images, right, seen.num_views)
+        right_views = _views_beside(images, right, seen.num_views)
         counts = np.zeros((num_classes, seen.num_views))
         classes = seen.classes[has]
         np.add.at(counts, (classes[counted[has]], right_views[counted[has]]), 1.0)
         share = class_shares(counts)[classes, right_views]
         for column, pairs in wrong.items():
-            out[has, column] *= pooled_shares(_views(images, pairs, seen.num_views), seen.num_views)[right_views] \
-                / share
+            wrong_views = _views_beside(images, pairs, seen.num_views)
+            out[has, column] *= pooled_shares(wrong_views, seen.num_views)[right_views] / share
     return out
 
 
-def _views(images: list, pairs: Pairs, num_views: int) -> np.ndarray:
+def _views_beside(images: list, pairs: Pairs, num_views: int) -> np.ndarray:
     """[k] the second model's view of each pair's detection beside."""
     out = np.full(len(pairs.image), num_views - 1, np.int64)
     for n in np.unique(pairs.image):

@@ -88,7 +88,7 @@ def detect_split(run: ModelRun, ctx) -> SplitDetections:
     """Collective: the split's detections (gathered on rank 0) and the model's metrics there; with
     `run.choose_tiles` (and no tile size given), those of the whole images or of tiles, whichever pass scores the
     higher mAP@0.5 on the split (the module docstring)."""
-    whole = _detect_split(run, ctx)
+    whole = _one_pass(run, ctx)
     if not run.choose_tiles or run.options.slice_size is not None:
         return whole
     size = tile_size(whole.source.records)
@@ -97,7 +97,7 @@ def detect_split(run: ModelRun, ctx) -> SplitDetections:
         log.info("the audit uses the whole images: tiles of %d px (half the median side) would be %.0f model passes an "
                  "image on average, the images' sizes vary that much (--slice SIZE to choose tiles)", size, tiles)
         return whole
-    tiled = _detect_split(dataclasses.replace(run, options=dataclasses.replace(run.options, slice_size=size)), ctx)
+    tiled = _one_pass(dataclasses.replace(run, options=dataclasses.replace(run.options, slice_size=size)), ctx)
     use_tiles = dist.broadcast_object(tiled.result.map50 > whole.result.map50 if ctx.is_main else None)
     log.info("the model on the %s split: mAP@0.5 %.3f on whole images, %.3f with tiles of %d px: the audit uses %s "
              "(--slice off or --slice SIZE to choose)", run.split, whole.result.map50, tiled.result.map50, size,
@@ -105,7 +105,8 @@ def detect_split(run: ModelRun, ctx) -> SplitDetections:
     return tiled if use_tiles else whole
 
 
-def _detect_split(run: ModelRun, ctx) -> SplitDetections:
+def _one_pass(run: ModelRun, ctx) -> SplitDetections:
+    """Collective: one pass of the model over the split with `run.options` as they are."""
     from detect.val import open_checked_split
 
     handle = load_model(run.weights, run.cfg, run.options, ctx.device, cache_dir=run.cache_dir)

@@ -33,7 +33,7 @@ def test_tiles_an_image_are_counted_over_the_split():
 
 
 def _fake_passes(monkeypatch, sides, whole_map, tiled_map):
-    """_detect_split replaced by one that records the tile size asked for and scores each pass as given."""
+    """_one_pass replaced by one that records the tile size asked for and scores each pass as given."""
     calls = []
 
     def fake(run, ctx):
@@ -42,7 +42,7 @@ def _fake_passes(monkeypatch, sides, whole_map, tiled_map):
         source = SimpleNamespace(records=_records(*sides))
         return SplitDetections(source, {1: np.full((1, 6), score)}, SimpleNamespace(map50=score), 416)
 
-    monkeypatch.setattr(detections, "_detect_split", fake)
+    monkeypatch.setattr(detections, "_one_pass", fake)
     return calls
 
 
