@@ -32,7 +32,14 @@ import numpy as np
 from benchmarks import ROOT, SHARED
 from benchmarks.audit_inject import KINDS, box_figures, image_ap, inject, seen_share, write_yolo_split
 from detect.audit.calibration import CalibrationSettings
-from detect.audit.detections import ModelRun, audit_images, detect_split, opinion_detections
+from detect.audit.close_look import boxes_to_look_at, with_looks
+from detect.audit.detections import (
+    ModelRun,
+    audit_images,
+    detect_split,
+    looks_by_position,
+    opinion_detections,
+)
 from detect.audit.folds import FoldPlan, fold_detections
 from detect.audit.scoring import ScoringSettings, find_issues
 from detect.data.loader import open_split
@@ -76,6 +83,8 @@ def parse_args(argv) -> argparse.Namespace:
                    help="kangaroo: leave out the second opinion detect.audit --folds takes by default (the official "
                         "COCO yolov3-tiny the fold models start from); without this flag a row gives the default "
                         "without it")
+    p.add_argument("--close-look", default="small", choices=("small", "off"),
+                   help="the audit's closer look at small boxes (detect.audit --close-look)")
     p.add_argument("--out", default=None, help="folder for the corrupted sets and fold runs (default: temporary)")
     p.add_argument("--reuse", action="store_true", help="kangaroo: rescore a previous --out's detections")
     p.add_argument("--oracle", type=float, default=None, metavar="RECALL",
@@ -155,36 +164,58 @@ def oracle_detections(images, recall: float, num_classes: int, seed: int = 0) ->
     return out
 
 
+class SmallBoxLooks:
+    """The closer looks at the small boxes of each corrupted copy of the split (detect.audit.close_look), each box
+    looked at once over the seeds (the model does not change)."""
+
+    def __init__(self, run: ModelRun, source, img_size: int, ctx):
+        self.run, self.source, self.img_size, self.ctx = run, source, img_size, ctx
+        self.seen: dict[tuple, np.ndarray] = {}
+
+    def __call__(self, images: list) -> list:
+        boxes = boxes_to_look_at(images, len(self.source.names), self.img_size)
+        new = {n: np.array([b for b in found if (n, *b) not in self.seen]).reshape(-1, 4) for n, found in boxes.items()}
+        new = {n: b for n, b in new.items() if len(b)}
+        for n, (looked, rows) in looks_by_position(self.run, new, lambda n: self.source.records[n].image_id,
+                                                   self.ctx).items():
+            self.seen.update({(n, *box): det for box, det in zip(looked, rows)})
+        return with_looks(images, {n: (b, [self.seen[(n, *box)] for box in b]) for n, b in boxes.items()})
+
+
 def corrupted_images(base_images, corrupted) -> list:
     return [dataclasses.replace(im, boxes=corrupted.boxes[i], classes=corrupted.classes[i],
                                 difficult=np.zeros(len(corrupted.classes[i]), bool))
             for i, im in enumerate(base_images)]
 
 
-def kangaroo_seed(args, records, names, seed: int, out: Path, ctx, run_options) -> tuple[list, list, int]:
-    """(audit images, injected errors, input size) of one seed: the corrupted copy audited by its fold models."""
+def kangaroo_seed(args, records, names, seed: int, out: Path, ctx, run_options) -> tuple[list, list, int, list]:
+    """(audit images, injected errors, input size, the position in `records` of each image) of one seed: the
+    corrupted copy audited by its fold models. The images stay in the copy's order (the scoring's simulated errors,
+    which the closer looks were taken for, follow it); the errors are moved to it."""
     folder = out / f"seed{seed}"
     saved = folder / "audit_inputs.pkl"
     corrupted = inject(records, len(names), args.share, seed, resized=args.resized)
     if args.reuse and saved.is_file():
-        images, img_size = pickle.loads(saved.read_bytes())
-        return images, corrupted.errors, img_size
-    spec = write_yolo_split(records, corrupted, names, folder / "data")
-    source = open_split(str(spec), "train")
-    train_args = ("--cfg", str(ROOT / "cfg" / "yolov3-tiny.cfg"), "--weights",
-                  str(SHARED / "weights" / "yolov3-tiny.weights"), "--epochs", str(args.epochs), "--img-size",
-                  str(args.img_size), "--batch-size", "8")
-    run = ModelRun("", None, str(spec), "train", run_options, workers=2, choose_tiles=not args.whole)
-    detections, map50s, img_size = fold_detections(source, FoldPlan(args.folds, train_args, args.nproc),
-                                                   folder / "folds", run, ctx)
-    print(f"seed {seed}: fold models' mAP@0.5 on their held-out folds: {', '.join(f'{m:.3f}' for m in map50s)}")
-    by_stem = {int(Path(r.path).stem): i for i, r in enumerate(source.records)}
-    images = audit_images(source, detections, key=lambda index, record: index)
-    # the copy's images are named by their position in `records`: the injected errors' image indices
-    order = [by_stem[i] for i in range(len(records))]
-    images = [dataclasses.replace(images[j], index=i) for i, j in enumerate(order)]
-    saved.write_bytes(pickle.dumps((images, img_size)))
-    return images, corrupted.errors, img_size
+        images, img_size, order = pickle.loads(saved.read_bytes())
+    else:
+        spec = write_yolo_split(records, corrupted, names, folder / "data")
+        source = open_split(str(spec), "train")
+        train_args = ("--cfg", str(ROOT / "cfg" / "yolov3-tiny.cfg"), "--weights",
+                      str(SHARED / "weights" / "yolov3-tiny.weights"), "--epochs", str(args.epochs), "--img-size",
+                      str(args.img_size), "--batch-size", "8")
+        run = ModelRun("", None, str(spec), "train", run_options, workers=2, choose_tiles=not args.whole)
+        folds = fold_detections(source, FoldPlan(args.folds, train_args, args.nproc), folder / "folds", run, ctx,
+                                look_closer=args.close_look == "small")
+        print(f"seed {seed}: fold models' mAP@0.5 on their held-out folds: "
+              f"{', '.join(f'{m:.3f}' for m in folds.map50s)}")
+        images = with_looks(audit_images(source, folds.detections, key=lambda index, record: index), folds.looks)
+        img_size = folds.img_size
+        # the copy's images are named by their position in `records`: the injected errors' image indices
+        order = [int(Path(r.path).stem) for r in source.records]
+        saved.write_bytes(pickle.dumps((images, img_size, order)))
+    position = {i: n for n, i in enumerate(order)}
+    errors = [dataclasses.replace(e, image=position[e.image]) for e in corrupted.errors]
+    return images, errors, img_size, order
 
 
 def report(per_seed: list[dict], errors_per_seed: list[int]) -> None:
@@ -217,10 +248,11 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     per_seed, counts = [], []
     if args.dataset == "coco-tiny":
-        found = detect_split(ModelRun(str(SHARED / "weights" / "yolov3-tiny.weights"),
-                                      str(SHARED / "darknet-cfg" / "yolov3-tiny.cfg"), str(ROOT / data), "val",
-                                      options, workers=2, choose_tiles=not args.whole), ctx)
+        run = ModelRun(str(SHARED / "weights" / "yolov3-tiny.weights"), str(SHARED / "darknet-cfg" / "yolov3-tiny.cfg"),
+                       str(ROOT / data), "val", options, workers=2, choose_tiles=not args.whole)
+        found = detect_split(run, ctx)
         base = audit_images(found.source, found.detections)
+        looks = SmallBoxLooks(run, found.source, found.img_size, ctx)
         if args.oracle is not None:
             base = oracle_detections(base, args.oracle, len(names))
             print(f"an oracle detector (recall {args.oracle}) on coco-tiny val")
@@ -228,14 +260,17 @@ def main(argv=None) -> int:
             print(f"yolov3-tiny on coco-tiny val: mAP@0.5 {found.result.map50:.3f}")
         for seed in range(args.seeds):
             corrupted = inject(records, len(names), args.share, seed, resized=args.resized)
-            per_seed.append(score_seed(corrupted_images(base, corrupted), corrupted.errors, len(names),
-                                       found.img_size))
+            images = corrupted_images(base, corrupted)
+            if args.close_look == "small" and args.oracle is None:
+                images = looks(images)
+            per_seed.append(score_seed(images, corrupted.errors, len(names), found.img_size))
             counts.append(len(corrupted.errors))
     else:
         opinions = None if args.no_second_opinion else second_opinions(data, splits, options, ctx)
         for seed in range(args.seeds):
-            images, errors, img_size = kangaroo_seed(args, records, names, seed, out, ctx, options)
-            per_seed.append(score_seed(images, errors, len(names), img_size, opinions))
+            images, errors, img_size, order = kangaroo_seed(args, records, names, seed, out, ctx, options)
+            per_seed.append(score_seed(images, errors, len(names), img_size,
+                                       None if opinions is None else [opinions[i] for i in order]))
             counts.append(len(errors))
     print(f"{args.dataset}: {len(records)} images, {sum(len(r.classes) for r in records)} boxes, share {args.share} "
           f"per kind, {args.seeds} seed(s), {time.perf_counter() - start:.0f} s; folders in {out}")

@@ -52,13 +52,13 @@ def split_pairs(images: list, evidence: list) -> tuple[np.ndarray, Pairs]:
     parts = []
     for n, (image, ev) in enumerate(zip(images, evidence)):
         rows = ev.shifted_det[ev.shifted_det >= 0]
-        parts.append((np.full(len(rows), n), image.boxes[ev.shifted_det >= 0], image.detections[rows, :4]))
+        parts.append((np.full(len(rows), n), image.boxes[ev.shifted_det >= 0], image.evidence_rows()[rows, :4]))
     return has, _pairs(parts)
 
 
 def simulated_pairs(images: list, places: list, rows: list) -> Pairs:
     """The simulated labels (image, box) that have a detection beside them (`rows`, -1 when none)."""
-    return _pairs([(np.array([n]), box[None], images[n].detections[row, :4][None])
+    return _pairs([(np.array([n]), box[None], images[n].evidence_rows()[row, :4][None])
                    for (n, box), row in zip(places, rows) if row >= 0])
 
 

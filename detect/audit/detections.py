@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from detect.audit.close_look import boxes_to_look_at, crop_window
 from detect.audit.evidence import AuditImage
 from detect.data.loader import close_loader
 from detect.evaluation.class_order import DatasetClassModel
@@ -105,8 +106,8 @@ def detect_split(run: ModelRun, ctx) -> SplitDetections:
     return tiled if use_tiles else whole
 
 
-def _one_pass(run: ModelRun, ctx) -> SplitDetections:
-    """Collective: one pass of the model over the split with `run.options` as they are."""
+def _model_on_split(run: ModelRun, ctx):
+    """(the loaded model, its Predictor in the dataset's classes, the checked split) of `run`."""
     from detect.val import open_checked_split
 
     handle = load_model(run.weights, run.cfg, run.options, ctx.device, cache_dir=run.cache_dir)
@@ -115,6 +116,12 @@ def _one_pass(run: ModelRun, ctx) -> SplitDetections:
     refuse_unlabelled(source, run.data, run.split)
     if order is not None:
         predictor.runner = DatasetClassModel(predictor.runner, order)
+    return handle, predictor, source
+
+
+def _one_pass(run: ModelRun, ctx) -> SplitDetections:
+    """Collective: one pass of the model over the split with `run.options` as they are."""
+    handle, predictor, source = _model_on_split(run, ctx)
     evaluator = CocoEvaluator(source, backend=DEFAULT_BACKEND, keep_results=True)
     feed = Feed(run.split, predictor.settings.batch_size, run.workers, ctx.rank, ctx.world_size, run.cache_dir)
     result = evaluate_model(handle, predictor, source, evaluator, feed)
@@ -124,6 +131,50 @@ def _one_pass(run: ModelRun, ctx) -> SplitDetections:
         rows = np.concatenate([p for p in parts if p is not None and len(p)] or [np.zeros((0, 7))])
         detections = rows_by_image(rows, source.category_ids)
     return SplitDetections(source, detections, result, handle.img_size)
+
+
+def small_boxes(source, img_size: int) -> dict[int, np.ndarray]:
+    """Record position -> the small boxes [c, 4] the scoring will judge there (detect.audit.close_look), from the
+    split's labels alone."""
+    return boxes_to_look_at(audit_images(source, {}), len(source.names), img_size)
+
+
+def looks_by_position(run: ModelRun, boxes: dict[int, np.ndarray], image_id, ctx) -> dict[int, tuple] | None:
+    """Collective: record position -> (its `boxes`, the model's detections in a crop about each) on rank 0 (None
+    elsewhere); `image_id(position)` is the record's id in `run`'s split (look_closer)."""
+    found = look_closer(run, {image_id(n): b for n, b in boxes.items()}, ctx)
+    return None if found is None else {n: (b, found[image_id(n)]) for n, b in boxes.items()}
+
+
+def look_closer(run: ModelRun, boxes: dict[int, np.ndarray], ctx) -> dict[int, list[np.ndarray]] | None:
+    """Collective: image id -> the model's detections [k, 6] (image pixels, dataset classes) in a crop about each of
+    its `boxes` (detect.audit.close_look.crop_window), on rank 0 (None elsewhere). The images are dealt to the ranks
+    as in the audit's pass; each crop is an image of its own to the Predictor (whole, at the model's input size)."""
+    options = dataclasses.replace(run.options, slice_size=None)
+    handle, predictor, source = _model_on_split(dataclasses.replace(run, options=options), ctx)
+    wanted = [i for i, record in enumerate(source.records) if len(boxes.get(record.image_id, ()))]
+    per_step = max(1, predictor.settings.batch_size)
+    steps = [wanted[i:i + per_step] for i in range(0, len(wanted), per_step)][ctx.rank::ctx.world_size]
+    loader = whole_image_loader(source, steps, Feed(run.split, per_step, run.workers, ctx.rank, ctx.world_size,
+                                                    run.cache_dir))
+    found: dict[int, list[np.ndarray]] = {}
+    try:
+        for step in loader:
+            for image_id, image in step:
+                height, width = image.shape[:2]
+                windows = [crop_window(box, width, height, handle.img_size) for box in boxes[image_id]]
+                crops = [np.ascontiguousarray(image[y1:y2, x1:x2]) for x1, y1, x2, y2 in windows]
+                rows = [r.detach().cpu().numpy().astype(np.float64) for r in predictor(crops)]
+                for det, (x1, y1, _, _) in zip(rows, windows):
+                    det[:, [0, 2]] += x1
+                    det[:, [1, 3]] += y1
+                found[image_id] = [det[det[:, 5] >= 0] for det in rows]
+    finally:
+        close_loader(loader)
+    parts = dist.gather_object_to_main(found)
+    crops = sum(len(v) for v in boxes.values())
+    log.info("a closer look at %d small box(es) in %d image(s) (detect.audit.close_look)", crops, len(wanted))
+    return {k: v for part in parts for k, v in part.items()} if parts is not None else None
 
 
 def rows_by_image(rows: np.ndarray, category_ids) -> dict[int, np.ndarray]:

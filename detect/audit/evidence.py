@@ -14,11 +14,15 @@ being right (detect.audit.calibration). Per label:
 A detection no label overlaps at IoU 0.5 (and no crowd region covers) is a candidate for a missing label; the
 chance that a nearby unconfirmed same-class label explains it instead (the label is misplaced, not absent) is
 `explained`.
+
+A box the model also looked at closely (detect.audit.close_look: a crop about it, magnified) is judged on the image's
+detections and its own crop's together; another box's crop does not count for it. The detection rows the evidence
+points at (`other_det`, `shifted_det`) index `AuditImage.evidence_rows()`: the image's detections, then the crops'.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,6 +47,15 @@ class AuditImage:
     detections: np.ndarray  # float [n, 6]
     longer_side: int  # the image's longer side in pixels (for the size as the network sees it)
     opinion: np.ndarray | None = None  # float [k, 6]: a second model's detections, its own classes (--second-opinion)
+    # the closer looks (detect.audit.close_look): the boxes looked at [c, 4], and what the model found in each crop
+    # [l, 7] (image pixels, score, class, the crop's row in look_boxes)
+    look_boxes: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    looked: np.ndarray = field(default_factory=lambda: np.zeros((0, 7)))
+
+    def evidence_rows(self) -> np.ndarray:
+        """[n + l, 6] the detections the evidence reads: the image's, then its closer looks'."""
+        return np.concatenate([self.detections.reshape(-1, 6), self.looked[:, :6]]) if len(self.looked) \
+            else self.detections
 
     def truth(self) -> ImageTruth:
         """Labels and crowd regions as COCOeval matches them (crowd and difficult boxes ignored)."""
@@ -93,27 +106,44 @@ def seen_confidence(iou: np.ndarray, det: np.ndarray, window_low: float = WINDOW
     return _best(det[None, :, 4] * np.minimum(1.0, iou / MATCH_IOU), iou >= window_low)[0]
 
 
+def visible_rows(image: AuditImage) -> np.ndarray:
+    """bool [m, n + l]: which of `evidence_rows()` count for each label: the image's detections, and the detections
+    of the label's own closer look (a crop about this very box)."""
+    n, looked = len(image.detections), image.looked
+    visible = np.ones((len(image.boxes), n + len(looked)), bool)
+    if len(looked):
+        own = np.full(len(image.boxes), -1)
+        if len(image.boxes) and len(image.look_boxes):
+            hit = (image.boxes[:, None, :] == image.look_boxes[None, :, :]).all(2)
+            own = np.where(hit.any(1), hit.argmax(1), -1)
+        visible[:, n:] = looked[None, :, 6].astype(np.int64) == own[:, None]
+    return visible
+
+
 def label_evidence(image: AuditImage, prob: np.ndarray, window_low: float = WINDOW_LOW) -> LabelEvidence:
-    """The evidence of the module docstring for each label of `image`, `prob` being each detection's calibrated
-    probability."""
-    det = image.detections
-    iou = box_iou(image.boxes, det[:, :4])  # [m, n]
+    """The evidence of the module docstring for each label of `image`, `prob` being each evidence row's calibrated
+    probability (AuditImage.evidence_rows)."""
+    det = image.evidence_rows()
+    iou = box_iou(image.boxes, det[:, :4])  # [m, n + l]
     same = image.classes[:, None] == det[None, :, 5].astype(np.int64)
+    visible = visible_rows(image)
     p = np.broadcast_to(prob[None, :], iou.shape)
-    confirming = same & (iou >= MATCH_IOU)
+    # whose object a detection is reads the boxes alone: a crop about one label also shows its neighbours
+    on_label = same & (iou >= MATCH_IOU)
+    confirming = on_label & visible
     # a detection that is another same-class label's object cannot be this one's true place, and a detection
     # beside several labels (one box over a group) is the nearest one's only
-    elsewhere = confirming.sum(0)[None, :] - confirming > 0
+    elsewhere = on_label.sum(0)[None, :] - on_label > 0
     if len(iou):
         nearest = np.where(same, iou, -1.0).argmax(0)
         elsewhere |= np.arange(len(iou))[:, None] != nearest[None, :]
     confirm, _ = _best(p, confirming)
     # an other-class detection that is another label's object (a pizza labelled on the table) says nothing here
-    labelled = confirming.any(0)[None, :]
-    other, other_det = _best(p, ~same & (iou >= MATCH_IOU) & ~labelled)
-    shifted, shifted_det = _best(p, same & (iou >= window_low) & (iou < MATCH_IOU) & ~elsewhere)
-    anything, _ = _best(p, iou >= window_low)
-    seen_conf = seen_confidence(iou, det, window_low)
+    labelled = on_label.any(0)[None, :]
+    other, other_det = _best(p, visible & ~same & (iou >= MATCH_IOU) & ~labelled)
+    shifted, shifted_det = _best(p, visible & same & (iou >= window_low) & (iou < MATCH_IOU) & ~elsewhere)
+    anything, _ = _best(p, visible & (iou >= window_low))
+    seen_conf = seen_confidence(np.where(visible, iou, 0.0), det, window_low)
     return LabelEvidence(confirm, other, other_det, shifted, shifted_det, anything, seen_conf)
 
 

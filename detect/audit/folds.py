@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from detect.audit.detections import ModelRun, crowd_regions, detect_split
+from detect.audit.detections import ModelRun, crowd_regions, detect_split, looks_by_position, small_boxes
 from detect.runtime.commands import train_launcher
 
 log = logging.getLogger("detect.audit")
@@ -110,20 +110,34 @@ def train_fold(plan: FoldPlan, spec: Path, folder: Path, k: int) -> Path:
     return best
 
 
-def fold_detections(source, plan: FoldPlan, folder: Path, run: ModelRun, ctx) -> tuple[dict, list[float], int]:
-    """(record index -> detections by the model that did not train on it, each fold's mAP@0.5 on its images, the
-    input size). One process (the fold runs may use several: plan.nproc)."""
+@dataclass
+class FoldDetections:
+    detections: dict[int, np.ndarray]  # record position -> detections by the model that did not train on it
+    looks: dict[int, tuple]  # record position -> its closer looks by that model (detect.audit.close_look)
+    map50s: list[float]  # each fold model's mAP@0.5 on its fold
+    img_size: int
+
+
+def fold_detections(source, plan: FoldPlan, folder: Path, run: ModelRun, ctx,
+                    look_closer: bool = True) -> FoldDetections:
+    """Every image's detections, and with `look_closer` its small boxes' closer looks, by the model that did not
+    train on it. One process (the fold runs may use several: plan.nproc)."""
     check_train_args(plan.train_args)
     fold = assign_folds([r.path for r in source.records], plan.folds)
     specs = write_fold_specs(source, fold, folder)
-    detections: dict[int, np.ndarray] = {}
-    map50s, img_size = [], 0
+    out = FoldDetections({}, {}, [], 0)
+    boxes = None
     for k, spec in enumerate(specs):
         best = train_fold(plan, spec, folder, k)
-        found = detect_split(dataclasses.replace(run, weights=str(best), cfg=None, data=str(spec), split="val"), ctx)
-        detections.update(found.detections)
-        map50s.append(found.result.map50)
-        img_size = found.img_size
+        fold_run = dataclasses.replace(run, weights=str(best), cfg=None, data=str(spec), split="val")
+        found = detect_split(fold_run, ctx)
+        out.detections.update(found.detections)
+        out.map50s.append(found.result.map50)
+        out.img_size = found.img_size
+        if look_closer:  # the fold's split names its images by their positions in the user's (_coco_json)
+            boxes = small_boxes(source, found.img_size) if boxes is None else boxes
+            mine = {n: b for n, b in boxes.items() if fold[n] == k}
+            out.looks.update(looks_by_position(fold_run, mine, lambda n: n, ctx))
         log.info("fold %d of %d: %d images audited by %s (mAP@0.5 there %.3f)", k + 1, plan.folds,
                  int((fold == k).sum()), best, found.result.map50)
-    return detections, map50s, img_size
+    return out

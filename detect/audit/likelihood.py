@@ -180,34 +180,62 @@ class SimulatedErrors:
     invented_beside: list = dataclasses.field(default_factory=list)
 
 
-def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int, window_low: float,
-             seed: int = 0) -> SimulatedErrors:
-    """Errors of each kind made on up to SIMULATED labels of the split, and what the model's evidence says then."""
+@dataclasses.dataclass(frozen=True)
+class Perturbation:
+    """The errors made on one label of the split (simulation_plan): where the label is, where it would be misplaced
+    to, the class it would be given (None with one class), and an empty place of its size for an invented label
+    (None when there is none)."""
+
+    image: int  # position in the images
+    label: int
+    misplaced: np.ndarray
+    new_class: int | None
+    invented: np.ndarray | None
+
+
+def simulation_plan(images: list[AuditImage], num_classes: int, seed: int = 0) -> list[Perturbation]:
+    """The errors simulate() makes: on up to SIMULATED labels of the split, drawn from the labels alone (so the
+    boxes can be looked at closely before the scoring: detect.audit.close_look)."""
     rng = np.random.default_rng(seed)
     where = [(n, j) for n, im in enumerate(images) for j in np.flatnonzero(~im.difficult)]
-    picked = [where[i] for i in rng.permutation(len(where))[:SIMULATED]]
+    plan = []
+    for i in rng.permutation(len(where))[:SIMULATED]:
+        n, j = where[i]
+        image = images[n]
+        misplaced = _misplaced_box(image.boxes[j], rng, image.longer_side, image.longer_side)
+        new_class = int((image.classes[j] + rng.integers(1, num_classes)) % num_classes) if num_classes > 1 else None
+        invented = _empty_box(image, image.boxes[j, 2:] - image.boxes[j, :2], rng)
+        plan.append(Perturbation(n, int(j), misplaced, new_class, invented))
+    return plan
+
+
+def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int, window_low: float,
+             seed: int = 0) -> SimulatedErrors:
+    """Errors of each kind made on up to SIMULATED labels of the split (simulation_plan), and what the model's
+    evidence says then."""
     box, wrong_class, nothing, missing, siblings = [], [], [], [], []
     box_confirm, class_confirm, invented_confirm = [], [], []
     places: dict[str, list] = {"misplaced": [], "invented": [], "relabelled": [], "misplaced_beside": [],
                                "invented_beside": []}
-    for n, j in picked:
+    for change in simulation_plan(images, num_classes, seed):
+        n, j = change.image, change.label
         image, p = images[n], probs[n]
         moved = image.boxes.copy()
-        moved[j] = _misplaced_box(moved[j], rng, image.longer_side, image.longer_side)
+        moved[j] = change.misplaced
         ev = label_evidence(dataclasses.replace(image, boxes=moved), p, window_low)
         box.append(ev.shifted[j] * (1 - ev.confirm[j]))
         box_confirm.append(ev.confirm[j])
         places["misplaced"].append((n, moved[j]))
         places["misplaced_beside"].append(int(ev.shifted_det[j]))
-        if num_classes > 1:
+        if change.new_class is not None:
             relabelled = image.classes.copy()
-            relabelled[j] = (relabelled[j] + rng.integers(1, num_classes)) % num_classes
+            relabelled[j] = change.new_class
             ev = label_evidence(dataclasses.replace(image, classes=relabelled), p, window_low)
             wrong_class.append(ev.other[j] * (1 - ev.confirm[j]))
             class_confirm.append(ev.confirm[j])
             places["relabelled"].append((n, j))
-        empty = _empty_box(image, image.boxes[j, 2:] - image.boxes[j, :2], rng)
-        if empty is not None:  # the invented label, of the picked label's class, read as the split's labels are
+        if change.invented is not None:  # the invented label, of the picked label's class, read as the labels are
+            empty = change.invented
             places["invented"].append((n, empty))
             added = dataclasses.replace(image, boxes=np.concatenate([image.boxes, empty[None]]),
                                         classes=np.append(image.classes, image.classes[j]))

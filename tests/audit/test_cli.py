@@ -64,7 +64,7 @@ def test_the_train_split_without_folds_says_what_it_hides(tmp_path, capsys):
     cfg = SHARED / "darknet-cfg" / "yolov3-tiny.cfg"
     assert main(["--weights", str(WEIGHTS), "--cfg", str(cfg), "--data", "data/coco-tiny.yaml", "--split", "train",
                  "--img", "320", "--device", "cpu", "--workers", "0", "--project", str(tmp_path), "--top", "0",
-                 "--slice", "off"]) == 0
+                 "--slice", "off", "--close-look", "off"]) == 0
     assert capsys.readouterr().out.count(TRAINED_ON_IT) == 1
 
 
@@ -147,6 +147,7 @@ def test_folds_take_their_starting_weights_as_second_opinion_only_when_of_other_
     (["--data", "d.yaml", "--weights", "w.pt", "--second-opinion", "d.weights"], "--second-cfg is required: d.weights"),
     (["--data", "d.yaml", "--weights", "w.pt", "--slice", "big"], "invalid tile size"),
     (["--data", "d.yaml", "--weights", "w.pt", "--slice", "0"], "invalid tile size"),
+    (["--data", "d.yaml", "--weights", "w.pt", "--close-look", "all"], "invalid choice: 'all'"),
 ])
 def test_flag_mistakes_are_refused_by_the_parser(argv, words, capsys):
     with pytest.raises(SystemExit) as stopped:
@@ -164,3 +165,10 @@ def test_slice_is_auto_unless_turned_off_or_sized(given, slice_size):
     args = parse_args(["--data", "d.yaml", "--weights", "w.pt", *given])
     assert args.slice == (given[1] if given and given[1] != "320" else ("auto" if not given else 320))
     assert inference_options(args).slice_size == slice_size
+
+
+def test_small_boxes_get_a_closer_look_unless_turned_off():
+    from detect.audit.cli import parse_args
+
+    assert parse_args(["--data", "d.yaml", "--weights", "w.pt"]).close_look == "small"
+    assert parse_args(["--data", "d.yaml", "--weights", "w.pt", "--close-look", "off"]).close_look == "off"
