@@ -150,6 +150,8 @@ def look_closer(run: ModelRun, boxes: dict[int, np.ndarray], ctx) -> dict[int, l
     """Collective: image id -> the model's detections [k, 6] (image pixels, dataset classes) in a crop about each of
     its `boxes` (detect.audit.close_look.crop_window), on rank 0 (None elsewhere). The images are dealt to the ranks
     as in the audit's pass; each crop is an image of its own to the Predictor (whole, at the model's input size)."""
+    if not any(len(b) for b in boxes.values()):
+        return {} if ctx.is_main else None
     options = dataclasses.replace(run.options, slice_size=None)
     handle, predictor, source = _model_on_split(dataclasses.replace(run, options=options), ctx)
     wanted = [i for i, record in enumerate(source.records) if len(boxes.get(record.image_id, ()))]
