@@ -4,6 +4,7 @@ Inputs are one image's labels (xyxy pixels, classes, VOC `difficult`), its crowd
 model's detections [n, 6] (x1, y1, x2, y2, confidence, class) with each detection's calibrated probability of
 being right (detect.audit.calibration). Per label:
 - `confirm`: the best same-class probability among detections at IoU >= 0.5: the model sees this very object;
+  `confirm_conf` the same detections' best raw confidence (a faint one is not none, though both calibrate to ~0);
 - `other`, `other_det`: the best other-class probability at IoU >= 0.5: the model sees the box as another class;
 - `shifted`, `shifted_det`: the best same-class probability at `window_low` <= IoU < 0.5, from a detection that
   confirms no other label of the class and overlaps no other more: the model sees the object, but elsewhere or
@@ -80,6 +81,7 @@ class LabelEvidence:
     shifted_det: np.ndarray
     anything: np.ndarray
     seen_conf: np.ndarray  # seen_confidence: the best raw confidence there, scaled by the overlap (0 when none)
+    confirm_conf: np.ndarray  # the best raw confidence among the confirming detections (0 when none)
 
 
 def nothing_seen(conf: np.ndarray) -> np.ndarray:
@@ -138,13 +140,14 @@ def label_evidence(image: AuditImage, prob: np.ndarray, window_low: float = WIND
         nearest = np.where(same, iou, -1.0).argmax(0)
         elsewhere |= np.arange(len(iou))[:, None] != nearest[None, :]
     confirm, _ = _best(p, confirming)
+    confirm_conf, _ = _best(np.broadcast_to(det[None, :, 4], iou.shape), confirming)
     # an other-class detection that is another label's object (a pizza labelled on the table) says nothing here
     labelled = on_label.any(0)[None, :]
     other, other_det = _best(p, visible & ~same & (iou >= MATCH_IOU) & ~labelled)
     shifted, shifted_det = _best(p, visible & same & (iou >= window_low) & (iou < MATCH_IOU) & ~elsewhere)
     anything, _ = _best(p, visible & (iou >= window_low))
     seen_conf = seen_confidence(np.where(visible, iou, 0.0), det, window_low)
-    return LabelEvidence(confirm, other, other_det, shifted, shifted_det, anything, seen_conf)
+    return LabelEvidence(confirm, other, other_det, shifted, shifted_det, anything, seen_conf, confirm_conf)
 
 
 def missing_candidates(image: AuditImage, prob: np.ndarray, confirm: np.ndarray,

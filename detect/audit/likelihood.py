@@ -9,9 +9,10 @@ one in RESIZED_SHARE, drawn 0.5-0.7 or 1.45-2 times their size about their centr
 given a random other class (class), boxes of the split's sizes put where no label is (spurious), labels taken
 away (missing: the statistic of the detection that then has no label). Their ratio, per bin of 0.05 and made
 non-decreasing in the statistic, is the likelihood ratio the score's Bayes rule takes. The box and class ratios
-are read per band of the label's confirm (BandedRatioCurve): a moved or relabelled box is rarely confirmed,
-a right label with a poor detection beside it often is, which the product (1 - confirm) alone undervalues; the
-missing ratio per whether the detection's class is labelled elsewhere in its image. The spurious ratio is
+are read per band of the label's confirm (BandedRatioCurve, confirm_band): a moved or relabelled box is rarely
+confirmed, a right label with a poor detection beside it often is, if only faintly, which the product
+(1 - confirm) alone undervalues; the missing ratio per whether the detection's class is labelled elsewhere in its
+image. The spurious ratio is
 measured per (class, size) cell, its right density shrunk toward the split's: a class the model rarely finds
 shows "nothing seen" often on correct labels, so nothing seen says little there.
 """
@@ -91,13 +92,18 @@ class CellRatioCurves:
         return out
 
 
-CONFIRM_EDGES = np.array([0.02, 0.1, 0.3])  # bands of a label's `confirm`: none, faint, some, strong
-CONFIRM_BANDS = len(CONFIRM_EDGES) + 1
+CONFIRM_EDGES = np.array([0.02, 0.1, 0.3])  # bands of a label's `confirm`: faint, some, strong
+CONFIRM_BANDS = len(CONFIRM_EDGES) + 2  # and below them all: no confirming detection at all
 SIBLING_BANDS = 2  # an unlabelled detection's labelled same-class objects in its image: none, some
 
 
-def confirm_band(confirm: np.ndarray) -> np.ndarray:
-    return np.digitize(confirm, CONFIRM_EDGES)
+def confirm_band(confirm: np.ndarray, confirm_conf: np.ndarray) -> np.ndarray:
+    """0 where no same-class detection sits on the box at all (down to the detection floor), else 1 + the band of
+    `confirm` (CONFIRM_EDGES). Calibrated, a faint confirming detection and none are both about 0, yet they tell a
+    right label the model barely confirms from a moved or relabelled one, which nothing confirms: on coco-tiny with
+    yolov3-tiny, 84% of the moved labels listed as box errors have no same-class detection at IoU 0.5, against 43%
+    of the right labels listed."""
+    return np.where(np.asarray(confirm_conf) > 0, np.digitize(confirm, CONFIRM_EDGES) + 1, 0)
 
 
 def sibling_band(count: np.ndarray) -> np.ndarray:
@@ -166,9 +172,9 @@ class SimulatedErrors:
     wrong_class: np.ndarray
     nothing: np.ndarray
     missing: np.ndarray
-    box_confirm: np.ndarray  # the confirm of the misplaced, the relabelled and the invented labels
-    class_confirm: np.ndarray
-    invented_confirm: np.ndarray
+    box_band: np.ndarray  # the confirm_band of the misplaced, the relabelled and the invented labels
+    class_band: np.ndarray
+    invented_band: np.ndarray
     missing_siblings: np.ndarray  # the removed label's class's other labels in its image
     # where they were made, for a second model's view of them (detect.audit.second_opinion): (image, box) of the
     # misplaced and the invented labels, (image, label) of the relabelled ones
@@ -214,7 +220,7 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
     """Errors of each kind made on up to SIMULATED labels of the split (simulation_plan), and what the model's
     evidence says then."""
     box, wrong_class, nothing, missing, siblings = [], [], [], [], []
-    box_confirm, class_confirm, invented_confirm = [], [], []
+    box_band, class_band, invented_band = [], [], []
     places: dict[str, list] = {"misplaced": [], "invented": [], "relabelled": [], "misplaced_beside": [],
                                "invented_beside": []}
     for change in simulation_plan(images, num_classes, seed):
@@ -224,7 +230,7 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
         moved[j] = change.misplaced
         ev = label_evidence(dataclasses.replace(image, boxes=moved), p, window_low)
         box.append(ev.shifted[j] * (1 - ev.confirm[j]))
-        box_confirm.append(ev.confirm[j])
+        box_band.append(confirm_band(ev.confirm[j], ev.confirm_conf[j]))
         places["misplaced"].append((n, moved[j]))
         places["misplaced_beside"].append(int(ev.shifted_det[j]))
         if change.new_class is not None:
@@ -232,7 +238,7 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
             relabelled[j] = change.new_class
             ev = label_evidence(dataclasses.replace(image, classes=relabelled), p, window_low)
             wrong_class.append(ev.other[j] * (1 - ev.confirm[j]))
-            class_confirm.append(ev.confirm[j])
+            class_band.append(confirm_band(ev.confirm[j], ev.confirm_conf[j]))
             places["relabelled"].append((n, j))
         if change.invented is not None:  # the invented label, of the picked label's class, read as the labels are
             empty = change.invented
@@ -241,7 +247,7 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
                                         classes=np.append(image.classes, image.classes[j]))
             ev = label_evidence(added, p, window_low)
             nothing.append(float(nothing_seen(ev.seen_conf[-1])))
-            invented_confirm.append(ev.confirm[-1])
+            invented_band.append(confirm_band(ev.confirm[-1], ev.confirm_conf[-1]))
             places["invented_beside"].append(int(ev.shifted_det[-1]))
         keep = np.arange(len(image.classes)) != j
         fewer = dataclasses.replace(image, boxes=image.boxes[keep], classes=image.classes[keep],
@@ -255,5 +261,7 @@ def simulate(images: list[AuditImage], probs: list[np.ndarray], num_classes: int
                 found = float((p[rows] * (1 - explained))[on_it].max())
         missing.append(found)
         siblings.append(int((fewer.classes == image.classes[j]).sum()))
-    statistics = (box, wrong_class, nothing, missing, box_confirm, class_confirm, invented_confirm, siblings)
-    return SimulatedErrors(*(np.asarray(v, float) for v in statistics), **places)
+    statistics = (box, wrong_class, nothing, missing)
+    bands = (box_band, class_band, invented_band, siblings)
+    return SimulatedErrors(*(np.asarray(v, float) for v in statistics), *(np.asarray(v, np.int64) for v in bands),
+                           **places)

@@ -170,10 +170,11 @@ def _likelihood_scores(images, probs, stats: np.ndarray, evidence, candidates, s
     spurious = CellRatioCurves(simulated.nothing, stats[counted, 2], cell_classes[counted], cell_sizes[counted],
                                num_classes if per_class else 1, NUM_SIZES if per_size else 1)
     # the split's labels (almost all right) against the simulated errors, each read with its confirm
-    band = confirm_band(_joined([ev.confirm for ev in evidence], float))
-    ratios = np.stack([BandedRatioCurve(simulated.box, confirm_band(simulated.box_confirm), stats[counted, 0],
+    band = confirm_band(_joined([ev.confirm for ev in evidence], float),
+                        _joined([ev.confirm_conf for ev in evidence], float))
+    ratios = np.stack([BandedRatioCurve(simulated.box, simulated.box_band, stats[counted, 0],
                                         band[counted], CONFIRM_BANDS)(stats[:, 0], band),
-                       BandedRatioCurve(simulated.wrong_class, confirm_band(simulated.class_confirm),
+                       BandedRatioCurve(simulated.wrong_class, simulated.class_band,
                                         stats[counted, 1], band[counted], CONFIRM_BANDS)(stats[:, 1], band)
                        if num_classes > 1 else np.zeros(len(stats)),
                        spurious(stats[:, 2], cell_classes, cell_sizes)], 1)
@@ -191,7 +192,7 @@ def _likelihood_scores(images, probs, stats: np.ndarray, evidence, candidates, s
     # spurious ratio gets the same credit for the choice (else an unconfirmed label with anything beside it reads
     # as moved), though not in the score (its statistic, nothing seen, already holds it)
     choice = ratios.copy()
-    choice[:, 2] *= band_ratio(confirm_band(simulated.invented_confirm), band[counted], CONFIRM_BANDS)[band]
+    choice[:, 2] *= band_ratio(simulated.invented_band, band[counted], CONFIRM_BANDS)[band]
     found = _joined([c[2] for c in candidates], float)
     missing_curve = BandedRatioCurve(simulated.missing, sibling_band(simulated.missing_siblings), found,
                                      sibling_band(_joined([c[3] for c in candidates], np.int64)), SIBLING_BANDS)

@@ -31,6 +31,8 @@ def test_label_evidence_reads_each_detection_by_class_and_overlap():
     np.testing.assert_allclose(ev.anything, [0.95, 0.85, 0.75])
     # the raw confidences, for the spurious statistic; the moved label's detection (IoU 0.43) counts 0.43 / 0.5
     np.testing.assert_allclose(ev.seen_conf, [0.9, 0.8 * (60 / 140) / 0.5, 0.7])
+    # and of the confirming detection alone
+    np.testing.assert_allclose(ev.confirm_conf, [0.9, 0, 0])
 
 
 def test_nothing_seen_keeps_the_faint_detections_apart_from_none():

@@ -63,15 +63,23 @@ def test_a_confirmed_label_weighs_by_how_often_errors_are_confirmed():
     wrong, wrong_confirm = rng.uniform(0.4, 0.9, 1000), np.where(rng.uniform(size=1000) < 0.02, 0.5, 0.0)
     right = np.concatenate([rng.uniform(0.0, 0.3, 900), rng.uniform(0.4, 0.9, 100)])
     right_confirm = np.concatenate([rng.uniform(0.3, 1.0, 900), np.full(100, 0.5)])
-    curve = BandedRatioCurve(wrong, confirm_band(wrong_confirm), right, confirm_band(right_confirm),
-                             CONFIRM_BANDS)
-    unconfirmed, confirmed = curve(np.array([0.6, 0.6]), confirm_band(np.array([0.0, 0.5])))
+    curve = BandedRatioCurve(wrong, confirm_band(wrong_confirm, wrong_confirm), right,
+                             confirm_band(right_confirm, right_confirm), CONFIRM_BANDS)
+    unconfirmed, confirmed = curve(np.array([0.6, 0.6]), confirm_band(np.array([0.0, 0.5]), np.array([0.0, 0.5])))
     # the same statistic: strong evidence without a confirming detection, none with one (right labels with a
     # confirming detection show this statistic far more often than errors do)
     assert unconfirmed > 20 and confirmed < 1.0
     # a plain curve of the statistic alone cannot tell them apart
     plain = RatioCurve(wrong, histogram(right))(np.array([0.6]))[0]
     assert confirmed < plain < unconfirmed
+
+
+def test_a_faint_confirming_detection_is_a_band_of_its_own():
+    # calibrated, a detection at 0.004 and none both read 0; the band keeps them apart, then bands the chance
+    confirm = np.array([0.0, 0.0, 0.01, 0.05, 0.2, 0.9])
+    raw = np.array([0.0, 0.004, 0.03, 0.1, 0.3, 0.95])
+    assert confirm_band(confirm, raw).tolist() == [0, 1, 1, 2, 3, 4]
+    assert CONFIRM_BANDS == 5
 
 
 def test_a_find_alone_in_its_image_weighs_less_when_forgotten_objects_have_company():
