@@ -14,11 +14,13 @@ def _pairs(label, beside) -> Pairs:
 
 def test_pair_bands_tell_the_same_object_moved_from_an_unrelated_box():
     label = [0, 0, 100, 100]
-    bands = pair_bands(_pairs([label] * 4, [[40, 0, 140, 100],     # the same size, IoU 0.43
-                                            [80, 0, 180, 100],     # the same size, IoU 0.11
+    bands = pair_bands(_pairs([label] * 5, [[40, 0, 140, 100],     # the same size, IoU 0.43
+                                            [55, 0, 155, 100],     # the same size, IoU 0.29
+                                            [80, 0, 180, 100],     # the same size, IoU 0.11: a neighbour
                                             [0, 0, 70, 70],        # half the area, inside: IoU 0.49
                                             [-50, 50, 250, 250]]))  # six times the area, IoU 0.08
-    assert bands.tolist() == [1, 0, 3, 4]
+    # size agreement (same, another, unrelated) x 4 + overlap (under 0.25, 0.25-0.35, 0.35-0.45, above)
+    assert bands.tolist() == [2, 1, 0, 7, 8]
 
 
 def _busy_scene():
