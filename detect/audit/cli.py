@@ -112,14 +112,25 @@ def parse_args(argv=None) -> argparse.Namespace:
     if not 0 <= args.min_score <= 1:
         p.error(f"--min-score {args.min_score}: a chance, in [0, 1]")
     args.train_args = train_args
+    if args.folds is not None:  # train.py's flags checked as its parser will, before any fold run starts
+        from detect.audit.folds import check_fold_train_args
+        from detect.engine.options import parse_options
+
+        try:
+            check_fold_train_args(train_args)
+            parse_options(list(fold_train_args(args)))
+        except (ValueError, OSError) as error:
+            p.error(str(error))
     return args
 
 
 def fold_train_args(args) -> tuple[str, ...]:
     """train.py's flags for each fold: those after `--`, plus --weights and --cfg given to the audit."""
-    given = {a.split("=", 1)[0] for a in args.train_args}
-    extra = [item for flag, value in (("--weights", args.weights), ("--cfg", args.cfg))
-             if value and flag not in given for item in (flag, value)]
+    from detect.engine.options import given_values
+
+    given = given_values(list(args.train_args))
+    extra = [item for dest, value in (("weights", args.weights), ("cfg", args.cfg))
+             if value and dest not in given for item in (f"--{dest}", value)]
     return (*extra, *args.train_args)
 
 
@@ -171,13 +182,11 @@ def run(args) -> list[dict] | None:
 
 
 def starting_weights(train_args) -> tuple[str | None, str | None]:
-    """(--weights, --cfg) among train.py's flags: where the fold runs start from."""
-    found: dict[str, str | None] = {"--weights": None, "--cfg": None}
-    for i, arg in enumerate(train_args):
-        flag, _, value = arg.partition("=")
-        if flag in found:
-            found[flag] = value or (train_args[i + 1] if i + 1 < len(train_args) else None)
-    return found["--weights"], found["--cfg"]
+    """(--weights, --cfg) among train.py's flags, as its parser reads them: where the fold runs start from."""
+    from detect.engine.options import given_values
+
+    given = given_values(list(train_args))
+    return given.get("weights"), given.get("cfg")
 
 
 def second_opinion(args, source, model_run: ModelRun, ctx) -> dict | None:

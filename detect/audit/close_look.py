@@ -18,7 +18,6 @@ import dataclasses
 
 import numpy as np
 
-from detect.audit.calibration import size_bucket
 from detect.audit.evidence import AuditImage
 from detect.audit.likelihood import simulation_plan
 
@@ -46,21 +45,17 @@ def boxes_to_look_at(images: list[AuditImage], num_classes: int, img_size: int) 
     wanted: dict[int, list] = {}
     for n, image in enumerate(images):
         labels = image.boxes[~image.difficult]
-        wanted[n] = list(labels[_small(labels, image, img_size)])
+        wanted[n] = list(labels[image.size_buckets(labels, img_size) == SMALL])
     for change in simulation_plan(images, num_classes):
         image = images[change.image]
         for box in (change.misplaced, change.invented):
-            if box is not None and _small(box[None], image, img_size)[0]:
+            if box is not None and image.size_buckets(box[None], img_size)[0] == SMALL:
                 wanted[change.image].append(box)
     out = {}
     for n, boxes in wanted.items():
         if boxes:
             out[n] = np.unique(np.asarray(boxes, np.float64).reshape(-1, 4), axis=0)
     return out
-
-
-def _small(boxes: np.ndarray, image: AuditImage, img_size: int) -> np.ndarray:
-    return size_bucket(boxes, np.full(len(boxes), image.longer_side), img_size) == SMALL
 
 
 def with_looks(images: list[AuditImage], looks: dict[int, tuple[np.ndarray, list[np.ndarray]]]) -> list[AuditImage]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from detect.audit.calibration import size_bucket
 from detect.evaluation.matching import match_image
 from detect.evaluation.per_image import ImageTruth
 from detect.ops.boxes_np import box_iou
@@ -57,6 +58,10 @@ class AuditImage:
         """[n + l, 6] the detections the evidence reads: the image's, then its closer looks'."""
         return np.concatenate([self.detections.reshape(-1, 6), self.looked[:, :6]]) if len(self.looked) \
             else self.detections
+
+    def size_buckets(self, boxes: np.ndarray, img_size: int) -> np.ndarray:
+        """Each box's size bucket (detect.audit.calibration.size_bucket) as the network sees it at img_size."""
+        return size_bucket(boxes, np.full(len(boxes), self.longer_side), img_size)
 
     def truth(self) -> ImageTruth:
         """Labels and crowd regions as COCOeval matches them (crowd and difficult boxes ignored)."""

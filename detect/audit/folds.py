@@ -29,7 +29,8 @@ from detect.runtime.commands import train_launcher
 
 log = logging.getLogger("detect.audit")
 
-OWN_FLAGS = ("--data", "--project", "--name", "--exist-ok", "--resume")  # each fold's run sets these itself
+OWN_FLAGS = {"data": "--data", "project": "--project", "name": "--name", "exist_ok": "--exist-ok",
+             "resume": "--resume"}  # each fold's run sets these itself
 
 
 @dataclass(frozen=True)
@@ -39,13 +40,19 @@ class FoldPlan:
     nproc: int = 1  # train.py processes per fold run (torchrun when more than 1)
 
 
-def check_train_args(train_args) -> None:
-    """One line for a flag the fold runs set themselves."""
-    for arg in train_args:
-        flag = arg.split("=", 1)[0]
-        if flag in OWN_FLAGS:
-            raise ValueError(f"{flag} after `--`: each fold's train.py run sets {', '.join(OWN_FLAGS[:3])} itself "
-                             f"(its folds' data, the audit's run folder); leave it out")
+def check_fold_train_args(train_args) -> None:
+    """One line for flags train.py would refuse, or that the fold runs set themselves (read by train.py's own
+    parser: an abbreviated --proj is --project)."""
+    from detect.engine.options import given_values
+
+    try:
+        given = given_values(list(train_args))
+    except SystemExit:  # argparse printed the flag at fault
+        raise ValueError("the train.py flags after `--` are not valid (train.py's error above)") from None
+    owned = [flag for dest, flag in OWN_FLAGS.items() if dest in given]
+    if owned:
+        raise ValueError(f"{', '.join(owned)} after `--`: each fold's train.py run sets --data, --project and --name "
+                         f"itself (its folds' data, the audit's run folder); leave it out")
 
 
 def assign_folds(paths: list[str], folds: int) -> np.ndarray:
@@ -122,7 +129,7 @@ def fold_detections(source, plan: FoldPlan, folder: Path, run: ModelRun, ctx,
                     look_closer: bool = True) -> FoldDetections:
     """Every image's detections, and with `look_closer` its small boxes' closer looks, by the model that did not
     train on it. One process (the fold runs may use several: plan.nproc)."""
-    check_train_args(plan.train_args)
+    check_fold_train_args(plan.train_args)
     fold = assign_folds([r.path for r in source.records], plan.folds)
     specs = write_fold_specs(source, fold, folder)
     out = FoldDetections({}, {}, [], 0)

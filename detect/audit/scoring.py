@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from detect.audit.beside import beside_factors
-from detect.audit.calibration import NUM_SIZES, CalibrationSettings, ConfidenceCalibration, size_bucket
+from detect.audit.calibration import NUM_SIZES, CalibrationSettings, ConfidenceCalibration
 from detect.audit.confusion import confusion_factors
 from detect.audit.evidence import (
     WINDOW_LOW,
@@ -78,10 +78,6 @@ class Issue:
     evidence: dict = field(default_factory=dict)  # the figures the score came from, for the json
 
 
-def _sizes(boxes: np.ndarray, image: AuditImage, img_size: int) -> np.ndarray:
-    return size_bucket(boxes, np.full(len(boxes), image.longer_side), img_size)
-
-
 def _joined(parts: list, dtype) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
@@ -97,7 +93,7 @@ def calibrate(images: list[AuditImage], num_classes: int, img_size: int,
         tp, counted = detection_outcomes(image)
         conf.append(det[counted, 4])
         cls.append(det[counted, 5].astype(np.int64))
-        size.append(_sizes(det[counted, :4], image, img_size))
+        size.append(image.size_buckets(det[counted, :4], img_size))
         right.append(tp[counted])
     return ConfidenceCalibration(_joined(conf, float), _joined(cls, np.int64), _joined(size, np.int64),
                                  _joined(right, bool), num_classes, settings)
@@ -115,7 +111,7 @@ def find_issues(images: list[AuditImage], num_classes: int, img_size: int,
     for image in images:
         looked_at = image.evidence_rows()  # the image's detections, then its closer looks'
         probs.append(calibration(looked_at[:, 4], looked_at[:, 5].astype(np.int64),
-                                 _sizes(looked_at[:, :4], image, img_size)))
+                                 image.size_buckets(looked_at[:, :4], img_size)))
         evidence.append(label_evidence(image, probs[-1], settings.window_low))
         det = image.detections
         rows, explained = missing_candidates(image, probs[-1], evidence[-1].confirm, settings.window_low)
@@ -164,7 +160,7 @@ def _likelihood_scores(images, probs, stats: np.ndarray, evidence, candidates, s
     counted = ~_joined([im.difficult for im in images], bool)
     per_class, per_size = settings.calibration.per_class, settings.calibration.per_size
     classes = _joined([im.classes for im in images], np.int64)
-    sizes = _joined([_sizes(im.boxes, im, img_size) for im in images], np.int64)
+    sizes = _joined([im.size_buckets(im.boxes, img_size) for im in images], np.int64)
     cell_classes = classes if per_class else np.zeros_like(classes)
     cell_sizes = sizes if per_size else np.zeros_like(sizes)
     spurious = CellRatioCurves(simulated.nothing, stats[counted, 2], cell_classes[counted], cell_sizes[counted],

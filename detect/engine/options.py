@@ -265,12 +265,18 @@ RESUME_MAY_CHANGE = frozenset({"resume", "device", "workers", "dist_timeout", "c
 PATH_OPTIONS = ("cfg", "data", "hyp", "weights", "cache_dir")
 
 
-def given_options(argv=None) -> tuple[str, ...]:
-    """The options the command line names (argparse dests), whatever their values."""
+def given_values(argv=None) -> dict:
+    """The options the command line names (argparse dests) and their values as train.py's parser reads them: an
+    abbreviated flag (--weight) under its own name, nothing for the flags it leaves out."""
     parser = build_parser()
     for action in parser._actions:
         action.default = argparse.SUPPRESS
-    return tuple(sorted(vars(parser.parse_args(argv))))
+    return vars(parser.parse_args(argv))
+
+
+def given_options(argv=None) -> tuple[str, ...]:
+    """The options the command line names (argparse dests), whatever their values."""
+    return tuple(sorted(given_values(argv)))
 
 
 def with_absolute_paths(opts: TrainOptions) -> TrainOptions:

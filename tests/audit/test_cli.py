@@ -116,6 +116,7 @@ def test_folds_take_their_starting_weights_as_second_opinion_only_when_of_other_
     from detect.runtime import dist
 
     assert starting_weights(["--epochs", "3", "--weights=w.weights", "--cfg", "c.cfg"]) == ("w.weights", "c.cfg")
+    assert starting_weights(["--weight", "w.pt"]) == ("w.pt", None)  # train.py's parser takes --weight as --weights
     spec = write_coco_dataset(tmp_path / "d")
     source = open_split(str(spec), "val", tmp_path / "cache")
     (tmp_path / "coco").mkdir()
@@ -133,7 +134,9 @@ def test_folds_take_their_starting_weights_as_second_opinion_only_when_of_other_
     assert opinion("--folds", "2", "--second-opinion", "none", "--", "--weights", str(general)) is None
     assert opinion("--folds", "2", "--", "--epochs", "1") is None
     # starting weights the fold runs' cfg cannot read: the audit goes on without a second opinion
-    assert opinion("--folds", "2", "--", "--weights", str(tmp_path / "absent.weights"), "--cfg", "x.cfg") is None
+    unreadable = tmp_path / "unreadable.weights"
+    unreadable.write_bytes(b"\0" * 64)
+    assert opinion("--folds", "2", "--", "--weights", str(unreadable), "--cfg", "yolov3-tiny.cfg") is None
     assert opinion("--weights", str(own)) is None  # without --folds, only when asked
     assert sorted(opinion("--weights", str(own), "--second-opinion", str(own))) == sorted(found)
 
@@ -142,6 +145,9 @@ def test_folds_take_their_starting_weights_as_second_opinion_only_when_of_other_
     (["--data", "d.yaml"], "--weights is required"),
     (["--data", "d.yaml", "--weights", "w.pt", "--", "--epochs", "3"], "give --folds K"),
     (["--data", "d.yaml", "--folds", "1"], "at least 2"),
+    (["--data", "d.yaml", "--folds", "2", "--", "--proj", "x"], "--project after `--`: each fold's train.py run"),
+    (["--data", "d.yaml", "--folds", "2", "--", "--weights", "nope.pt"], "--weights nope.pt: no such file"),
+    (["--data", "d.yaml", "--folds", "2", "--", "--epochs", "0"], "--epochs must be"),
     (["--data", "d.yaml", "--weights", "w.pt", "--min-score", "2"], "in [0, 1]"),
     (["--data", "d.yaml", "--weights", "w.pt", "--second-cfg", "c.cfg"], "give --second-opinion"),
     (["--data", "d.yaml", "--weights", "w.pt", "--second-opinion", "d.weights"], "--second-cfg is required: d.weights"),

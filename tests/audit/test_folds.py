@@ -6,7 +6,7 @@ import csv
 import numpy as np
 import pytest
 
-from detect.audit.folds import assign_folds, check_train_args, write_fold_specs
+from detect.audit.folds import assign_folds, check_fold_train_args, write_fold_specs
 from detect.data.loader import open_split
 from tests.support.training import QUIET_HYP, TINY_DATA
 
@@ -21,10 +21,12 @@ def test_folds_are_balanced_and_the_same_on_every_run():
 
 
 def test_train_flags_the_folds_set_themselves_are_refused():
-    check_train_args(("--epochs", "3", "--weights", "w.pt"))
-    for flag in ("--data", "--project=x", "--name"):
-        with pytest.raises(ValueError, match="each fold's train.py run sets"):
-            check_train_args((flag, "x"))
+    check_fold_train_args(("--epochs", "3", "--weights", "w.pt"))
+    for given in (("--data", "x"), ("--project=x",), ("--name", "x"), ("--proj", "x"), ("--exist-ok",)):
+        with pytest.raises(ValueError, match="each fold's train.py run sets"):  # --proj: train.py reads --project
+            check_fold_train_args(given)
+    with pytest.raises(ValueError, match="not valid"):
+        check_fold_train_args(("--epochs", "many"))
 
 
 def test_fold_specs_hold_the_splits_own_labels(tmp_path):
