@@ -78,9 +78,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="refuse a split with an unusable image instead of leaving it out of the metrics")
     p.add_argument("--cache-dir", default=None,
                    help="label cache folder (default: $DETECT_CACHE, else ~/.cache/detect), as train's")
-    p.add_argument("--cache", default=None, choices=("ram", "disk"),
+    p.add_argument("--cache", default="off", choices=("ram", "disk", "off"),
                    help="decoded, resized images kept for the next run: ram = shared memory (this run only), disk = "
-                        "beside the label cache (default: decode every image)")
+                        "beside the label cache, off = decode every image (train.py's auto is for its epochs)")
     p.add_argument("--metric", default="coco", choices=(*METRICS, "darknet"),
                    help="coco: COCO's 12 numbers; voc07 / voc12: also VOC AP@0.5 (11-point / all-point, difficult "
                         "boxes ignored) per class, with Darknet's `detector map` summary (TP, FP, FN, P, R, F1 and "
@@ -220,7 +220,8 @@ def run(args) -> EvalResult:
             predictor.runner = DatasetClassModel(predictor.runner, order)
         evaluator = CocoEvaluator(source, backend=args.coco_backend, metric=args.metric,  # scores; NMS: predictor
                                   keep_results=bool(args.plots or args.save_thresholds))
-        feed = Feed(args.split, args.batch, args.workers, ctx.rank, ctx.world_size, args.cache_dir, args.cache)
+        cache = None if args.cache == "off" else args.cache
+        feed = Feed(args.split, args.batch, args.workers, ctx.rank, ctx.world_size, args.cache_dir, cache)
         result = evaluate_model(handle, predictor, source, evaluator, feed)
         if args.slice is not None:
             log_tiles(source.records, args, ctx)

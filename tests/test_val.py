@@ -172,13 +172,14 @@ def test_coco_tiny_subset_same_metrics_for_1_2_3_ranks(shared, tmp_path):
 
 def test_val_cache_dir_engine_and_image_cache(tmp_path, monkeypatch, capsys):
     """--cache-dir holds the label cache (not the source tree), --cache disk the decoded images; the numbers are
-    the same with either COCOeval engine, and the report names the engine that ran."""
+    the same with either COCOeval engine and either cache (off: train.py's word for none is taken too), and the
+    report names the engine that ran."""
     spec = write_coco_dataset(tmp_path / "data")
     weights = write_tiny_checkpoint(tmp_path)
     monkeypatch.delenv("DETECT_CACHE")
     stats = {}
-    for backend in ("pycocotools", "faster-coco-eval", "ultrafast-pycocotools"):
-        args = val_args(spec, weights, tmp_path, "--cache-dir", str(tmp_path / "mine"), "--cache", "disk",
+    for backend, cache in (("pycocotools", "off"), ("faster-coco-eval", "disk"), ("ultrafast-pycocotools", "disk")):
+        args = val_args(spec, weights, tmp_path, "--cache-dir", str(tmp_path / "mine"), "--cache", cache,
                          "--coco-backend", backend, "--name", backend)
         assert main(args) == 0
         assert f"COCOeval engine: {backend}" in capsys.readouterr().out
