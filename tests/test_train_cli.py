@@ -25,7 +25,7 @@ def test_invalid_flags_fail_before_training(tmp_path):
     with pytest.raises(ValueError, match="--freeze"):
         parse_options(["--freeze", "head"])
     proc = subprocess.run([sys.executable, "train.py", "--batch-size", "0"], cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode == 2 and "--batch-size must be a positive integer" in proc.stderr
+    assert proc.returncode == 2 and "--batch-size must be at least 1, got 0" in proc.stderr
 
 
 def test_sync_bn_policy_and_conversion():

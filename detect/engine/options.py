@@ -16,7 +16,7 @@ from detect.engine.mlflow_logger import mlflow_available
 from detect.engine.optim import OPTIMIZERS, SCHEDULES
 from detect.evaluation.cocoeval_engines import BACKENDS, DEFAULT_BACKEND
 from detect.runtime.assets import asset, find_user_file, missing_file_hint
-from detect.runtime.commands import DefaultsHelpFormatter
+from detect.runtime.commands import DefaultsHelpFormatter, check_at_least
 from detect.runtime.dist import DEFAULT_TIMEOUT_S
 from detect.runtime.precision import AMP_MODES
 from detect.runtime.tensorboard import tensorboard_available
@@ -216,16 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _positive(name: str, value, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if value is None or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value}")
-
-
 def validate(opts: TrainOptions) -> TrainOptions:
     """Fail early, naming the flag and what would be right."""
-    _positive("--epochs", opts.epochs)
+    check_at_least("--epochs", opts.epochs)
     if opts.batch_size == "auto":
         import torch
 
@@ -233,12 +226,12 @@ def validate(opts: TrainOptions) -> TrainOptions:
             raise ValueError("--batch-size auto probes the GPU's memory, and this run has no GPU "
                              f"(--device {opts.device}); give a number, e.g. --batch-size 8")
     else:
-        _positive("--batch-size", opts.batch_size)
-    _positive("--nbs", opts.nbs, allow_none=True)
-    _positive("--eval-interval", opts.eval_interval)
-    _positive("--max-batches", opts.max_batches, allow_none=True)
-    _positive("--patience", opts.patience, allow_none=True)
-    _positive("--save-period", opts.save_period, allow_none=True)
+        check_at_least("--batch-size", opts.batch_size)
+    check_at_least("--nbs", opts.nbs, allow_none=True)
+    check_at_least("--eval-interval", opts.eval_interval)
+    check_at_least("--max-batches", opts.max_batches, allow_none=True)
+    check_at_least("--patience", opts.patience, allow_none=True)
+    check_at_least("--save-period", opts.save_period, allow_none=True)
     if not 0 < opts.repeat_thresh <= 1:
         raise ValueError(f"--repeat-thresh is a fraction of the training images in (0, 1], got {opts.repeat_thresh}")
     if not opts.dist_timeout > 0:

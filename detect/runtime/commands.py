@@ -13,6 +13,14 @@ def spelt(option: str, value) -> str:
     return f"{option}{value!r}" if option.endswith("=") else f"{option} {value}"
 
 
+def check_at_least(flag: str, value, minimum: int = 1, allow_none: bool = False) -> None:
+    """One line for a count flag below its minimum (None passes where the flag is optional)."""
+    if value is None and allow_none:
+        return
+    if value is None or value < minimum:
+        raise ValueError(f"{flag} must be at least {minimum}, got {value}")
+
+
 class DefaultsHelpFormatter(argparse.HelpFormatter):
     """`--help` that states a flag's default where it says something: not for on/off switches (their help says
     what they switch), not for None (the help says what happens), not twice where the help names it already."""

@@ -10,7 +10,7 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from detect.runtime.commands import DefaultsHelpFormatter
+from detect.runtime.commands import DefaultsHelpFormatter, check_at_least
 from detect.tune.space import DEFAULT_SPACE, Param, load_space
 
 PRUNERS = ("median", "threshold", "none")
@@ -111,11 +111,6 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def _positive(flag: str, value: int, minimum: int = 1) -> None:
-    if value < minimum:
-        raise ValueError(f"{flag} must be at least {minimum}, got {value}")
-
-
 def sqlite_url(path: Path) -> str:
     """The SQLAlchemy URL of a SQLite file, its path escaped (a ? or a % in a folder name stays in the path)."""
     from sqlalchemy.engine import URL
@@ -173,13 +168,13 @@ def tune_options(argv: list[str]) -> TuneOptions:
     for flag, value in (("--trials", args.trials), ("--epochs", args.epochs), ("--heartbeat", args.heartbeat),
                         ("--workers-per-node", args.workers_per_node), ("--nproc-per-trial", args.nproc_per_trial),
                         ("--max-failures", args.max_failures)):
-        _positive(flag, value)
+        check_at_least(flag, value)
     if not 0 <= args.seed < 2**32:  # NumPy's seeds; each trial draws with seed + its number (mod 2^32)
         raise ValueError(f"--seed must be in 0..{2**32 - 1}, got {args.seed}")
-    _positive("--startup-trials", args.startup_trials, 0)
-    _positive("--prune-startup", args.prune_startup, 0)
+    check_at_least("--startup-trials", args.startup_trials, 0)
+    check_at_least("--prune-startup", args.prune_startup, 0)
     prune_after = args.prune_after if args.prune_after is not None else max(1, args.epochs // 4)
-    _positive("--prune-after", prune_after)
+    check_at_least("--prune-after", prune_after)
     if args.pruner == "threshold" and args.prune_below is None:
         raise ValueError("--pruner threshold needs --prune-below F (the lowest fitness a trial may keep)")
     base_hyp, rest, device_given = (None, (), False) if args.report_only else check_train_args(train_args,
