@@ -155,7 +155,7 @@ def open_checked_split(data, split: str, model_names: list[str], weights, strict
     return source, None
 
 
-def report(result: EvalResult, run_dir: Path, args, skipped: int = 0) -> None:
+def report_evaluation(result: EvalResult, run_dir: Path, args, skipped: int = 0) -> None:
     """Print the summary and the class table; write metrics.json."""
     t = result.timings
     print("\n".join(result.coco_summary) or format_summary(result.stats))
@@ -231,7 +231,7 @@ def run(args) -> EvalResult:
         if args.save_json:  # every rank's part streamed into one file by rank 0
             write_results_json(run_dir / "results.json", result.rows)
         if ctx.is_main:
-            report(result, run_dir, args, len(source.dropped_image_ids))
+            report_evaluation(result, run_dir, args, len(source.dropped_image_ids))
             if args.save_thresholds:
                 from detect.evaluation.thresholds import save_split_thresholds
 

@@ -39,7 +39,7 @@ def _study(opts: TuneOptions):
     return open_study(storage, opts.study, make_sampler(opts), make_pruner(opts))
 
 
-def report(opts: TuneOptions) -> None:
+def print_study_report(opts: TuneOptions) -> None:
     from detect.tune.report import write_report
 
     print(write_report(_study(opts), opts.study_dir), flush=True)
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
     try:
         opts = tune_options(argv)
         if opts.report_only:
-            report(opts)
+            print_study_report(opts)
             return 0
         _study(opts)  # created here, once, before several workers could race to create it
         if not opts.worker:
@@ -86,5 +86,5 @@ def main(argv=None) -> int:
             log.warning("interrupted; the same command resumes the search from %s", shown_url(opts.storage))
         return 130
     if not opts.worker:
-        report(opts)
+        print_study_report(opts)
     return code
