@@ -30,7 +30,7 @@ import torch
 
 from detect.data.records.images import BadImage, read_image
 from detect.inference.loading import API, class_names
-from detect.inference.options import API_DEFAULTS, InferenceOptions, build_settings, load_model
+from detect.inference.options import API_DEFAULTS, InferenceOptions, build_settings, load_handle
 from detect.inference.predictor import InferenceSettings, Predictor, check_ranges
 from detect.ops.slicing import DEFAULT_OVERLAP, check_slice
 from detect.runtime.dist import resolve_device
@@ -139,7 +139,7 @@ class Detector:
         options = InferenceOptions(img_size=img_size, conf=conf, iou=iou, max_det=max_det, batch_size=batch_size,
                                    square=square, resize=resize, augment=augment, slice_size=slice_size,
                                    slice_overlap=slice_overlap, backend=backend)
-        handle = load_model(weights, cfg, options, resolved, spelling=API)
+        handle = load_handle(weights, cfg, options, resolved, spelling=API)
         names = class_names(handle, names, API.names)
         settings = build_settings(handle, options, API_DEFAULTS, resolved, API)
         return cls(Predictor(handle.runner, settings, resolved), names)

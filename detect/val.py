@@ -34,7 +34,7 @@ from detect.inference.cli_flags import (
 )
 from detect.inference.handle import ModelHandle
 from detect.inference.loading import class_names
-from detect.inference.options import EVALUATION, InferenceOptions, build_settings, load_model
+from detect.inference.options import EVALUATION, InferenceOptions, build_settings, load_handle
 from detect.inference.postprocess import ClassAgnosticModel
 from detect.inference.predictor import Predictor
 from detect.ops.class_names import are_class_ids
@@ -205,7 +205,7 @@ def run(args) -> EvalResult:
 
             return run_darknet_map(darknet_map_job(args), ctx, open_checked_split)
         options = inference_options(args)
-        handle = load_model(args.weights, args.cfg, options, ctx.device, cache_dir=args.cache_dir)
+        handle = load_handle(args.weights, args.cfg, options, ctx.device, cache_dir=args.cache_dir)
         predictor = build_predictor(handle, options, args.single_cls, ctx.device)
         s = predictor.settings  # recorded in metrics.json as they ran
         args.img, args.square, args.conf, args.iou, args.max_det, args.batch = (

@@ -32,7 +32,7 @@ from detect.evaluation.cocoeval_engines import DEFAULT_BACKEND
 from detect.evaluation.evaluator import CocoEvaluator, EvalResult
 from detect.evaluation.model_eval import Feed, evaluate_model, rank_steps, whole_image_loader
 from detect.inference.loading import class_names
-from detect.inference.options import AUDIT, InferenceOptions, build_settings, load_model
+from detect.inference.options import AUDIT, InferenceOptions, build_settings, load_handle
 from detect.inference.predictor import Predictor
 from detect.ops.slicing import needs_tiles, tile_grid
 from detect.runtime import dist
@@ -110,7 +110,7 @@ def _model_on_split(run: ModelRun, ctx):
     """(the loaded model, its Predictor in the dataset's classes, the checked split) of `run`."""
     from detect.val import open_checked_split
 
-    handle = load_model(run.weights, run.cfg, run.options, ctx.device, cache_dir=run.cache_dir)
+    handle = load_handle(run.weights, run.cfg, run.options, ctx.device, cache_dir=run.cache_dir)
     predictor = Predictor(handle.runner, build_settings(handle, run.options, AUDIT, ctx.device), ctx.device)
     source, order = open_checked_split(run.data, run.split, class_names(handle), run.weights, False, run.cache_dir)
     refuse_unlabelled(source, run.data, run.split)
@@ -225,7 +225,7 @@ def opinion_detections(source, weights: str, cfg: str | None, options, ctx, work
     elsewhere); its class names). The split's images through detect.predict's path, whole batches to the ranks.
     `other_classes_only`: (None, names) without a pass when the model's classes are the dataset's (it may be a
     model trained on these labels, which learnt their errors)."""
-    handle = load_model(weights, cfg, options, ctx.device, cache_dir=cache_dir)
+    handle = load_handle(weights, cfg, options, ctx.device, cache_dir=cache_dir)
     if other_classes_only and list(class_names(handle)) == list(source.names):
         log.info("no second opinion: %s predicts the dataset's own classes (--second-opinion W to choose one)",
                  weights)

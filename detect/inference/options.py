@@ -91,7 +91,7 @@ def build_settings(handle: ModelHandle, options: InferenceOptions, defaults: Too
         multi_label=given(options.multi_label, defaults.multi_label), merge=given(options.merge, defaults.merge))
 
 
-def load_model(weights, cfg, options: InferenceOptions, device, *, cache_dir=None,
+def load_handle(weights, cfg, options: InferenceOptions, device, *, cache_dir=None,
                spelling: Spelling = CLI) -> ModelHandle:
     """`weights` loaded as `options` ask (size, square, CPU backend, test-time augmentation, resize mode):
     detect.inference.loading.load_model_file."""

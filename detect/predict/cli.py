@@ -47,7 +47,7 @@ from detect.inference.cli_flags import (
 )
 from detect.inference.handle import ModelHandle
 from detect.inference.loading import class_names
-from detect.inference.options import PREDICT, InferenceOptions, build_settings, load_model
+from detect.inference.options import PREDICT, InferenceOptions, build_settings, load_handle
 from detect.inference.predictor import InferenceSettings, Predictor
 from detect.predict.inputs import Input, UnreadableSource, list_sources
 from detect.predict.outputs import draw, open_writer, save_results, summary, write_image
@@ -146,7 +146,7 @@ def run(args) -> Path:
     ctx = dist.init_distributed(args.device)
     setup_logging(ctx.rank, ctx.world_size)
     options = inference_options(args)
-    handle = load_model(args.weights, args.cfg, options, ctx.device)
+    handle = load_handle(args.weights, args.cfg, options, ctx.device)
     names_flag = f"--data {args.data}" if args.data else f"--names {args.names}" if args.names else "--names"
     given = read_class_names(args.data or args.names) if args.data or args.names else None
     names = class_names(handle, given, names_flag)

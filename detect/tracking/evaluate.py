@@ -133,7 +133,7 @@ def run_track_eval(weights, cfg, data, tracker: str, options: InferenceOptions, 
     (conf, else the model's per-class ones, else 0.25) the tracker's high score. Prints the table and writes
     tracking.json and mot/ to the run folder `project`/`name`; returns the combined scores."""
     from detect.inference.loading import class_names
-    from detect.inference.options import EVALUATION, load_model
+    from detect.inference.options import EVALUATION, load_handle
     from detect.runtime.runs import next_run_dir
 
     from .mot import find_sequences
@@ -143,7 +143,7 @@ def run_track_eval(weights, cfg, data, tracker: str, options: InferenceOptions, 
         raise ValueError("--track evaluates in one process (each sequence is one tracker's, in frame order); run "
                          "python -m detect.val --track without torchrun")
     sequences = find_sequences(data)  # before the model loads: a wrong folder fails at once
-    handle = load_model(weights, cfg, options, device)
+    handle = load_handle(weights, cfg, options, device)
     settings, config = tracking_detector(handle, options, tracker, device, batch_size=EVALUATION.batch_size)
     results, combined = evaluate_sequences(Predictor(handle.runner, settings, device), sequences, config,
                                            names=class_names(handle))

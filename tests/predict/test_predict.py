@@ -237,16 +237,16 @@ def recorded(monkeypatch):
     import dataclasses
 
     import detect.predict.cli
-    from detect.inference.options import load_model
+    from detect.inference.options import load_handle
 
     models = []
 
     def load(*args, **kwargs):
-        handle = load_model(*args, **kwargs)
+        handle = load_handle(*args, **kwargs)
         models.append(_Recording(handle.runner))
         return dataclasses.replace(handle, runner=models[-1])
 
-    monkeypatch.setattr(detect.predict.cli, "load_model", load)
+    monkeypatch.setattr(detect.predict.cli, "load_handle", load)
     return models
 
 
