@@ -91,6 +91,12 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
         Detector.load(weights, names=["a", "b"], device="cpu")
     with pytest.raises(ValueError, match="conf must be in"):
         Detector.load(weights, conf=1.5)
+    # the model file's options as the API spells them, not as flags
+    with pytest.raises(FileNotFoundError, match=r"^weights='.*nope.pt': file not found$"):
+        Detector.load(tmp_path / "nope.pt")
+    (tmp_path / "m.weights").write_bytes(b"\0" * 64)
+    with pytest.raises(ValueError, match=r"^cfg= is required: .*m.weights is Darknet weights, which hold no cfg"):
+        Detector.load(tmp_path / "m.weights")
 
 
 class _StandInOnnx:

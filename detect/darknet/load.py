@@ -22,6 +22,7 @@ from detect.darknet.pt_files import (
     is_torch_checkpoint,
     load_checkpoint,
 )
+from detect.runtime.commands import spelt
 
 from .model import Darknet
 from .packed import pack_model
@@ -51,21 +52,25 @@ def check_img_size(img_size: int, stride: int, flag: str = "--img-size") -> int:
                      f"{stride}): try {nearest}")
 
 
-def _cfg_required(weights: Path | None) -> str:
-    """Why --cfg is needed, naming what `weights` looks like (a .pt would have carried its cfg)."""
+def _cfg_required(weights: Path | None, cfg_flag: str = "--cfg", weights_flag: str = "--weights") -> str:
+    """Why a cfg is needed, naming what `weights` looks like (a .pt would have carried its cfg); the options as
+    the caller's user spells them (`cfg_flag`: --cfg on the command line, cfg= in the API)."""
     if weights is None:
-        return "--cfg is required: there are no --weights to take a cfg from"
+        return f"{cfg_flag} is required: there are no {weights_flag} to take a cfg from"
     if weights.suffix == ".weights" or re.fullmatch(r"\.(conv\.)?\d+", weights.suffix) or ".conv." in weights.name:
-        return f"--cfg is required: {weights} is Darknet weights, which hold no cfg; pass the cfg they were trained with"
-    return (f"--cfg is required: {weights} is not a PyTorch checkpoint (which would carry its cfg), so it is read as "
-            f"Darknet weights, which hold no cfg; expected a .pt, or Darknet .weights / a partial backbone such as "
-            f"darknet53.conv.74 with --cfg")
+        return (f"{cfg_flag} is required: {weights} is Darknet weights, which hold no cfg; pass the cfg they were "
+                f"trained with")
+    return (f"{cfg_flag} is required: {weights} is not a PyTorch checkpoint (which would carry its cfg), so it is "
+            f"read as Darknet weights, which hold no cfg; expected a .pt, or Darknet .weights / a partial backbone "
+            f"such as darknet53.conv.74 with {cfg_flag}")
 
 
 def load_model(cfg=None, weights=None, *, num_classes: int | None = None, names: list[str] | None = None,
-               img_size=None, exact: bool = False) -> LoadedModel:
+               img_size=None, exact: bool = False, cfg_flag: str = "--cfg",
+               weights_flag: str = "--weights") -> LoadedModel:
     """Build `cfg` (a path or cfg text; a .pt may supply its own) and load `weights` into it. `names`, the
-    classes to train, set `num_classes` and let class rows be matched by name with the source's."""
+    classes to train, set `num_classes` and let class rows be matched by name with the source's. Errors name the
+    two as `cfg_flag` and `weights_flag` (the command line's flags unless the caller spells them otherwise)."""
     if names is not None:
         names = list(names)
         if num_classes is not None and num_classes != len(names):
@@ -76,17 +81,17 @@ def load_model(cfg=None, weights=None, *, num_classes: int | None = None, names:
     if weights is not None:
         weights = Path(weights)
         if not weights.is_file():
-            raise FileNotFoundError(f"--weights {weights}: file not found")
+            raise FileNotFoundError(f"{spelt(weights_flag, str(weights))}: file not found")
         if is_torch_checkpoint(weights):
             checkpoint = load_checkpoint(weights)
             checkpoint_state_dict(checkpoint, weights)  # raises when the file holds no weights
             source_names = list(checkpoint.get("names") or []) or None
             cfg = cfg or checkpoint.get("cfg_text")
     if cfg is None:
-        raise ValueError(_cfg_required(weights))
+        raise ValueError(_cfg_required(weights, cfg_flag, weights_flag))
     model = Darknet(cfg, img_size=img_size, num_classes=num_classes)
     if model.is_classifier:
-        raise ValueError(f"--cfg {model.cfg_path or 'text'}: a classifier cfg has no [yolo] heads; "
+        raise ValueError(f"{spelt(cfg_flag, str(model.cfg_path or 'text'))}: a classifier cfg has no [yolo] heads; "
                          f"pick a detection cfg")
     report = None if weights is None else load_weights(model, weights, checkpoint=checkpoint, names=names)
     if exact and report is not None:

@@ -216,7 +216,7 @@ def build_trainer(opts: TrainOptions, ctx: dist.DistContext, trainer_cls=Trainer
     """Options -> a ready Trainer (restored when resuming); writes opts.yaml / hyp.yaml for a new run."""
     opts, hyp, run_dir, cfg_source, weights, ckpt, chosen = prepare(opts, ctx)
     try:
-        return _build_trainer(opts, hyp, run_dir, cfg_source, weights, ckpt, chosen, ctx, trainer_cls)
+        return _assemble_trainer(opts, hyp, run_dir, cfg_source, weights, ckpt, chosen, ctx, trainer_cls)
     except BaseException:
         if ckpt is None and ctx.is_main:
             discard_run_dir(run_dir, opts.exist_ok)
@@ -234,7 +234,9 @@ def discard_run_dir(run_dir: Path, exist_ok: bool) -> None:
         run_dir.rmdir()
 
 
-def _build_trainer(opts, hyp, run_dir, cfg_source, weights, ckpt, chosen, ctx, trainer_cls) -> Trainer:
+def _assemble_trainer(opts, hyp, run_dir, cfg_source, weights, ckpt, chosen, ctx, trainer_cls) -> Trainer:
+    """The Trainer of a prepared run (build_trainer's `prepare`): its data, batch size and plan, loggers, plots,
+    setup and, when resuming, its checkpoint's state."""
     sources = open_sources(opts)
     if opts.batch_size == "auto":
         opts = dataclasses.replace(opts, batch_size=probe_batch_size(opts, hyp, ctx, cfg_source, sources[0]))

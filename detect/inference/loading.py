@@ -45,10 +45,12 @@ class Spelling:
     conf: str = "--conf"
     backend: str = "--backend"
     device: str = "--device"
+    cfg: str = "--cfg"
+    weights: str = "--weights"
 
 
 CLI = Spelling("--img-size", "--names", "--augment", "--resize")
-API = Spelling("img_size", "names=", "augment=True", "resize=", "conf=", "backend=", "device=")
+API = Spelling("img_size", "names=", "augment=True", "resize=", "conf=", "backend=", "device=", "cfg=", "weights=")
 
 
 def is_onnx_path(path) -> bool:
@@ -158,7 +160,7 @@ def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag:
     `backend` (detect.inference.engines.cpu_backend): on the CPU `auto` runs the model on ncnn where its layers
     allow, else on OpenVINO (cached under `cache_dir`, default the user's cache), else, and on CUDA, the PyTorch
     model runs fused (and packed on the CPU). `spelling` names --backend and --device in its errors."""
-    loaded = load_model(cfg, weights, exact=True)
+    loaded = load_model(cfg, weights, exact=True, cfg_flag=spelling.cfg, weights_flag=spelling.weights)
     if img_size is None:
         trained = trained_img_size(loaded.record)
         img_size = trained or max(loaded.model.input_size)
