@@ -214,7 +214,8 @@ def audit_images(source, detections: dict[int, np.ndarray], key=None) -> list[Au
         crowd, crowd_classes = crowds.get(record.image_id, (np.zeros((0, 4)), np.zeros(0, np.int64)))
         images.append(AuditImage(index, np.asarray(record.boxes, np.float64).reshape(-1, 4),
                                  np.asarray(record.classes, np.int64), np.asarray(record.difficult, bool), crowd,
-                                 crowd_classes, det[det[:, 5] >= 0], max(record.width, record.height)))
+                                 crowd_classes, det[det[:, 5] >= 0], max(record.width, record.height),
+                                 name=Path(record.path).name))
     return images
 
 

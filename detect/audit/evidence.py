@@ -53,6 +53,7 @@ class AuditImage:
     # [l, 7] (image pixels, score, class, the crop's row in look_boxes)
     look_boxes: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
     looked: np.ndarray = field(default_factory=lambda: np.zeros((0, 7)))
+    name: str = ""  # the image's file name: what the simulated errors are drawn from, whatever the split's order
 
     def evidence_rows(self) -> np.ndarray:
         """[n + l, 6] the detections the evidence reads: the image's, then its closer looks'."""

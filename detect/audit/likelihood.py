@@ -20,6 +20,7 @@ shows "nothing seen" often on correct labels, so nothing seen says little there.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 import numpy as np
 
@@ -35,10 +36,12 @@ from detect.ops.boxes_np import box_iou
 
 NUM_BINS = 20
 SIMULATED = 3000  # labels perturbed per kind (at most): enough for 20 bins, a second on COCO's val
+MAX_DRAWS = 1  # errors made on one label at most, where the split has fewer than SIMULATED labels
 MOVE_RANGE = (0.25, 0.75)  # of the box's width and height
 RESIZED_SHARE = 0.3  # of the simulated box errors: the right place, clearly another extent
 RESIZE_RANGES = ((0.5, 0.7), (1.45, 2.0))  # each side times this: IoU with the object 0.25-0.49
 TIE_BREAK = 0.01
+PLACE_GRID = 4.0  # pixels: the grid a label's box is read on for its simulation key (label_key)
 
 
 def histogram(values: np.ndarray) -> np.ndarray:
@@ -199,19 +202,33 @@ class Perturbation:
     invented: np.ndarray | None
 
 
+def label_key(image: AuditImage, label: int, seed: int = 0, draw: int = 0) -> int:
+    """A label's own draw of the simulation: a number fixed by the image's file name, the label's class and its box
+    (to PLACE_GRID pixels, so a box that a format's rounding moves by a fraction of a pixel keeps it), not by where
+    the image or the label stands in the split; the same split in COCO json or YOLO txt, in any order, makes the
+    same errors on the same labels. `draw`: which of a label's errors (a small split's labels are drawn several
+    times)."""
+    box = np.round(image.boxes[label] / PLACE_GRID).astype(np.int64)
+    text = f"{seed}|{image.name}|{int(image.classes[label])}|{' '.join(map(str, box))}" + (f"|{draw}" if draw else "")
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
 def simulation_plan(images: list[AuditImage], num_classes: int, seed: int = 0) -> list[Perturbation]:
-    """The errors simulate() makes: on up to SIMULATED labels of the split, drawn from the labels alone (so the
-    boxes can be looked at closely before the scoring: detect.audit.close_look)."""
-    rng = np.random.default_rng(seed)
-    where = [(n, j) for n, im in enumerate(images) for j in np.flatnonzero(~im.difficult)]
+    """The errors simulate() makes: SIMULATED of them, or as many as the split's labels (not difficult) give at up
+    to MAX_DRAWS errors a label, drawn from the labels alone (so the boxes can be looked at closely before the
+    scoring: detect.audit.close_look). Which labels, and what is made of each, follow from each label's own key
+    (label_key), not from the order the split lists them in."""
+    labels = [(n, int(j)) for n, im in enumerate(images) for j in np.flatnonzero(~im.difficult)]
+    draws = max(1, min(MAX_DRAWS, SIMULATED // max(1, len(labels))))
+    keyed = sorted((label_key(images[n], j, seed, d), n, j) for n, j in labels for d in range(draws))
     plan = []
-    for i in rng.permutation(len(where))[:SIMULATED]:
-        n, j = where[i]
+    for key, n, j in keyed[:SIMULATED]:
+        rng = np.random.default_rng(key)
         image = images[n]
         misplaced = _misplaced_box(image.boxes[j], rng, image.longer_side, image.longer_side)
         new_class = int((image.classes[j] + rng.integers(1, num_classes)) % num_classes) if num_classes > 1 else None
         invented = _empty_box(image, image.boxes[j, 2:] - image.boxes[j, :2], rng)
-        plan.append(Perturbation(n, int(j), misplaced, new_class, invented))
+        plan.append(Perturbation(n, j, misplaced, new_class, invented))
     return plan
 
 

@@ -1,7 +1,12 @@
-"""The spurious statistic's likelihood ratios per (class, size) cell."""
+"""The likelihood ratios (the spurious statistic's per (class, size) cell, the banded curves) and the simulated
+errors they are measured on."""
+
+import dataclasses
 
 import numpy as np
 
+from detect.audit import likelihood
+from detect.audit.evidence import AuditImage
 from detect.audit.likelihood import (
     CONFIRM_BANDS,
     BandedRatioCurve,
@@ -10,6 +15,7 @@ from detect.audit.likelihood import (
     confirm_band,
     histogram,
     sibling_band,
+    simulation_plan,
 )
 
 WRONG = np.ones(500)  # simulated invented boxes: nothing seen at all
@@ -90,3 +96,48 @@ def test_a_find_alone_in_its_image_weighs_less_when_forgotten_objects_have_compa
     curve = BandedRatioCurve(wrong, sibling_band(wrong_siblings), right, sibling_band(right_siblings), 2)
     alone, with_company = curve(np.array([0.6, 0.6]), sibling_band(np.array([0, 2])))
     assert with_company > 5 * alone
+
+
+def _split(count: int, seed: int = 0) -> list[AuditImage]:
+    rng = np.random.default_rng(seed)
+    images = []
+    for n in range(count):
+        xy = rng.uniform(0, 500, (3, 2))
+        boxes = np.concatenate([xy, xy + rng.uniform(10, 120, (3, 2))], 1)
+        images.append(AuditImage(n, boxes, rng.integers(0, 4, 3), np.zeros(3, bool), np.zeros((0, 4)),
+                                 np.zeros(0, np.int64), np.zeros((0, 6)), 640, name=f"img{n:03d}.jpg"))
+    return images
+
+
+def _errors(images, plan, moved: float = 0.0) -> dict:
+    """(image name, label box less `moved`) -> what the plan makes of that label: [the misplaced box, the new
+    class, the invented box (nan when none)], less `moved` where it is a place."""
+    out = {}
+    for c in plan:
+        image = images[c.image]
+        invented = np.full(4, np.nan) if c.invented is None else c.invented - moved
+        key = (image.name, tuple(np.round(image.boxes[c.label] - moved, 3)))
+        out[key] = np.concatenate([c.misplaced - moved, [c.new_class], invented])
+    return out
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(np.allclose(a[k], b[k], atol=1e-3, equal_nan=True) for k in a)
+
+
+def test_simulated_errors_follow_the_labels_not_the_order_the_split_lists_them_in(monkeypatch):
+    images = _split(40)
+    plan = _errors(images, simulation_plan(images, 4))
+    assert len(plan) == 120  # every label once
+    # the images listed backwards, each image's labels reversed, boxes moved by a format's rounding (YOLO's
+    # six decimals): the same errors on the same labels
+    shuffled = [dataclasses.replace(im, index=k, boxes=im.boxes[::-1] + 4e-4, classes=im.classes[::-1])
+                for k, im in enumerate(images[::-1])]
+    assert _same(_errors(shuffled, simulation_plan(shuffled, 4), moved=4e-4), plan)
+    # fewer labels simulated than the split holds: the same ones, whichever the order
+    monkeypatch.setattr(likelihood, "SIMULATED", 50)
+    chosen = _errors(images, simulation_plan(images, 4))
+    assert len(chosen) == 50 and set(chosen) <= set(plan)
+    assert _same(_errors(shuffled, simulation_plan(shuffled, 4), moved=4e-4), chosen)
+    # another simulation seed, other errors
+    assert not _same(_errors(images, simulation_plan(images, 4, seed=1)), chosen)
