@@ -36,7 +36,6 @@ from detect.ops.boxes_np import box_iou
 
 NUM_BINS = 20
 SIMULATED = 3000  # labels perturbed per kind (at most): enough for 20 bins, a second on COCO's val
-MAX_DRAWS = 1  # errors made on one label at most, where the split has fewer than SIMULATED labels
 MOVE_RANGE = (0.25, 0.75)  # of the box's width and height
 RESIZED_SHARE = 0.3  # of the simulated box errors: the right place, clearly another extent
 RESIZE_RANGES = ((0.5, 0.7), (1.45, 2.0))  # each side times this: IoU with the object 0.25-0.49
@@ -202,25 +201,23 @@ class Perturbation:
     invented: np.ndarray | None
 
 
-def label_key(image: AuditImage, label: int, seed: int = 0, draw: int = 0) -> int:
-    """A label's own draw of the simulation: a number fixed by the image's file name, the label's class and its box
-    (to PLACE_GRID pixels, so a box that a format's rounding moves by a fraction of a pixel keeps it), not by where
-    the image or the label stands in the split; the same split in COCO json or YOLO txt, in any order, makes the
-    same errors on the same labels. `draw`: which of a label's errors (a small split's labels are drawn several
-    times)."""
-    box = np.round(image.boxes[label] / PLACE_GRID).astype(np.int64)
-    text = f"{seed}|{image.name}|{int(image.classes[label])}|{' '.join(map(str, box))}" + (f"|{draw}" if draw else "")
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+def label_keys(image: AuditImage, seed: int = 0) -> list[int]:
+    """Each label's own draw of the simulation: a number fixed by the image's file name, the label's class and its
+    box (to PLACE_GRID pixels, so a box that a format's rounding moves by a fraction of a pixel keeps it), not by
+    where the image or the label stands in the split; the same split in COCO json or YOLO txt, in any order, makes
+    the same errors on the same labels."""
+    cells = np.round(image.boxes / PLACE_GRID).astype(np.int64).tolist()
+    texts = (f"{seed}|{image.name}|{c}|{' '.join(map(str, box))}" for c, box in zip(image.classes.tolist(), cells))
+    return [int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") for text in texts]
 
 
 def simulation_plan(images: list[AuditImage], num_classes: int, seed: int = 0) -> list[Perturbation]:
-    """The errors simulate() makes: SIMULATED of them, or as many as the split's labels (not difficult) give at up
-    to MAX_DRAWS errors a label, drawn from the labels alone (so the boxes can be looked at closely before the
-    scoring: detect.audit.close_look). Which labels, and what is made of each, follow from each label's own key
-    (label_key), not from the order the split lists them in."""
-    labels = [(n, int(j)) for n, im in enumerate(images) for j in np.flatnonzero(~im.difficult)]
-    draws = max(1, min(MAX_DRAWS, SIMULATED // max(1, len(labels))))
-    keyed = sorted((label_key(images[n], j, seed, d), n, j) for n, j in labels for d in range(draws))
+    """The errors simulate() makes: on up to SIMULATED labels of the split (not difficult), drawn from the labels
+    alone (so the boxes can be looked at closely before the scoring: detect.audit.close_look). Which labels, and
+    what is made of each, follow from each label's own key (label_keys), not from the order the split lists them
+    in."""
+    keyed = sorted((key, n, j) for n, im in enumerate(images) for j, key in enumerate(label_keys(im, seed))
+                   if not im.difficult[j])
     plan = []
     for key, n, j in keyed[:SIMULATED]:
         rng = np.random.default_rng(key)
