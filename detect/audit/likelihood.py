@@ -40,7 +40,7 @@ MOVE_RANGE = (0.25, 0.75)  # of the box's width and height
 RESIZED_SHARE = 0.3  # of the simulated box errors: the right place, clearly another extent
 RESIZE_RANGES = ((0.5, 0.7), (1.45, 2.0))  # each side times this: IoU with the object 0.25-0.49
 TIE_BREAK = 0.01
-PLACE_GRID = 4.0  # pixels: the grid a label's box is read on for its simulation key (label_key)
+PLACE_GRID = 4.0  # pixels: the grid a label's box is read on for its simulation key (label_keys)
 
 
 def histogram(values: np.ndarray) -> np.ndarray:
