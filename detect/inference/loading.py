@@ -159,7 +159,8 @@ def load_darknet(weights, cfg, device: torch.device, img_size: int | None, flag:
     is built at its cfg's size, which any such multiple can run at).
     `backend` (detect.inference.engines.cpu_backend): on the CPU `auto` runs the model on ncnn where its layers
     allow, else on OpenVINO (cached under `cache_dir`, default the user's cache), else, and on CUDA, the PyTorch
-    model runs fused (and packed on the CPU). `spelling` names --backend and --device in its errors."""
+    model runs fused (and packed on the CPU). `spelling` names --backend, --device, --cfg and --weights in its
+    errors."""
     loaded = load_model(cfg, weights, exact=True, cfg_flag=spelling.cfg, weights_flag=spelling.weights)
     if img_size is None:
         trained = trained_img_size(loaded.record)

@@ -122,20 +122,21 @@ def decode_ahead(paths: list[Path], workers: int):
     """(path, BGR image or the BadImage it raised) per path, in order: read and decoded on `workers` threads,
     at most 2 per thread ahead of the consumer (OpenCV's decoders release the GIL); 0 workers: in this thread."""
     if workers == 0:
-        yield from ((path, _decode(path)) for path in paths)
+        yield from ((path, _read_or_bad_image(path)) for path in paths)
         return
     remaining = iter(paths)
     with ThreadPoolExecutor(workers, thread_name_prefix="predict-decode") as pool:
-        pending = deque((path, pool.submit(_decode, path)) for path in islice(remaining, 2 * workers))
+        pending = deque((path, pool.submit(_read_or_bad_image, path)) for path in islice(remaining, 2 * workers))
         while pending:
             path, future = pending.popleft()
             following = next(remaining, None)
             if following is not None:
-                pending.append((following, pool.submit(_decode, following)))
+                pending.append((following, pool.submit(_read_or_bad_image, following)))
             yield path, future.result()
 
 
-def _decode(path: Path):
+def _read_or_bad_image(path: Path):
+    """The image at `path`, or the BadImage that says why it cannot be read (the caller reports and skips it)."""
     try:
         return read_image(path)
     except BadImage as e:

@@ -102,7 +102,7 @@ def format_scores(s: TrackingScores) -> str:
             f"ID switches {s.id_switches}")
 
 
-def format_table(results: list[SequenceResult], combined: TrackingScores) -> str:
+def format_sequence_table(results: list[SequenceResult], combined: TrackingScores) -> str:
     header = (f"{'sequence':24s} {'frames':>6s} {'HOTA':>6s} {'DetA':>6s} {'AssA':>6s} {'MOTA':>6s} {'IDF1':>6s} "
               f"{'IDSW':>5s} {'FP':>6s} {'FN':>6s} {'GT ids':>6s} {'ids':>5s}")
 
@@ -147,7 +147,7 @@ def run_track_eval(weights, cfg, data, tracker: str, options: InferenceOptions, 
     settings, config = tracking_detector(handle, options, tracker, device, batch_size=EVALUATION.batch_size)
     results, combined = evaluate_sequences(Predictor(handle.runner, settings, device), sequences, config,
                                            names=class_names(handle))
-    print(format_table(results, combined))
+    print(format_sequence_table(results, combined))
     run_dir = next_run_dir(project, name)
     write_results(run_dir, results, combined, {"tracker": config.name, "weights": str(weights), "data": str(data)})
     print(f"results written to {run_dir}")

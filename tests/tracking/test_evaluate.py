@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.track_data import write_sequence
 from detect.tracking.config import TrackerConfig
-from detect.tracking.evaluate import evaluate_sequences, format_table, track_sequence, write_results
+from detect.tracking.evaluate import evaluate_sequences, format_sequence_table, track_sequence, write_results
 from detect.tracking.mot import find_sequences, parse_mot
 from detect.val import main as val_main
 from tests.support.log_lines import log_lines
@@ -54,7 +54,7 @@ def test_scores_of_a_stand_in_detector_by_hand(tmp_path):
     assert lines[8] == "4,3,36.00,20.00,20.00,20.00,0.7000,-1,-1,-1"
     record = json.loads((tmp_path / "run" / "tracking.json").read_text())
     assert record["combined"]["mota"] == pytest.approx(7 / 8) and record["tracker"] == "bytetrack"
-    assert "COMBINED" in format_table(results, combined)
+    assert "COMBINED" in format_sequence_table(results, combined)
 
 
 def test_an_unreadable_frame_and_one_past_the_images_are_missed_frames_not_a_crash(tmp_path):
